@@ -1,0 +1,279 @@
+"""Boundary checks shared by every public function.
+
+Each checker converts its argument once (C-contiguous ``float64`` or ``int64``) and raises
+:class:`~structcal.exceptions.ParameterError` (a ``ValueError``) or
+:class:`~structcal.exceptions.ParameterTypeError` (a ``TypeError``) with a message that
+names the argument, says what was expected and what was received. Kernels trust what
+these return.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .exceptions import ParameterError, ParameterTypeError
+
+__all__ = [
+    "as_float_array",
+    "as_int_array",
+    "as_bool_array",
+    "check_offsets",
+    "check_int",
+    "check_float",
+    "check_option",
+    "check_random_state",
+    "describe",
+]
+
+
+def describe(value) -> str:
+    """Short description of ``value`` for error messages."""
+    if isinstance(value, np.ndarray):
+        return f"array of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__} of length {len(value)}"
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _to_array(x, name):
+    if isinstance(x, np.ndarray):
+        return x
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged nested lists and the like
+        raise ParameterTypeError(
+            f"`{name}` must be array-like of numbers; got {describe(x)} ({exc})"
+        ) from None
+    return arr
+
+
+def _check_ndim_shape(arr, name, ndim, shape):
+    if ndim is not None and arr.ndim != ndim:
+        raise ParameterError(
+            f"`{name}` must be a {ndim}-d array; got {arr.ndim}-d array of shape {arr.shape}"
+        )
+    if shape is not None:
+        for axis, (want, got) in enumerate(zip(shape, arr.shape)):
+            if want is not None and want != got:
+                parts = ["?" if s is None else str(s) for s in shape]
+                expected = "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+                raise ParameterError(
+                    f"`{name}` must have shape {expected}; got {arr.shape} "
+                    f"(mismatch on axis {axis})"
+                )
+
+
+def as_float_array(
+    x,
+    name: str,
+    *,
+    ndim: int | None = None,
+    shape: tuple | None = None,
+    allow_neginf: bool = False,
+    allow_empty: bool = True,
+) -> np.ndarray:
+    """Return ``x`` as a C-contiguous ``float64`` array after checking it.
+
+    Parameters
+    ----------
+    x : array-like
+        The value to check.
+    name : str
+        Argument name used in error messages.
+    ndim : int, optional
+        Required number of dimensions.
+    shape : tuple of int or None, optional
+        Required shape; ``None`` entries are free.
+    allow_neginf : bool, default=False
+        Whether ``-inf`` entries are allowed (log-potentials use ``-inf`` for
+        "forbidden"). NaN and ``+inf`` are always rejected.
+    allow_empty : bool, default=True
+        Whether an array with no elements is allowed.
+
+    Returns
+    -------
+    ndarray of float64
+    """
+    arr = _to_array(x, name)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating)
+        or np.issubdtype(arr.dtype, np.integer)
+        or arr.dtype == np.bool_
+    ):
+        raise ParameterTypeError(
+            f"`{name}` must hold real numbers; got {describe(arr)}"
+        )
+    _check_ndim_shape(arr, name, ndim, shape)
+    if not allow_empty and arr.size == 0:
+        raise ParameterError(f"`{name}` must not be empty; got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if arr.size:
+        if np.isnan(arr).any():
+            where = np.argwhere(np.isnan(arr))[0]
+            raise ParameterError(
+                f"`{name}` must not contain NaN; found NaN at index {tuple(int(i) for i in where)}"
+            )
+        if np.isposinf(arr).any():
+            where = np.argwhere(np.isposinf(arr))[0]
+            raise ParameterError(
+                f"`{name}` must not contain +inf; found +inf at index "
+                f"{tuple(int(i) for i in where)}"
+            )
+        if not allow_neginf and np.isneginf(arr).any():
+            where = np.argwhere(np.isneginf(arr))[0]
+            raise ParameterError(
+                f"`{name}` must be finite; found -inf at index {tuple(int(i) for i in where)}"
+            )
+    return arr
+
+
+def as_int_array(
+    x,
+    name: str,
+    *,
+    ndim: int | None = None,
+    shape: tuple | None = None,
+    low: int | None = None,
+    high: int | None = None,
+    allow_empty: bool = True,
+) -> np.ndarray:
+    """Return ``x`` as a C-contiguous ``int64`` array after checking it.
+
+    Float arrays are rejected (even with integral values): labels and indices must be
+    integers, nothing is rounded.
+
+    Parameters
+    ----------
+    x : array-like
+        The value to check.
+    name : str
+        Argument name used in error messages.
+    ndim : int, optional
+        Required number of dimensions.
+    shape : tuple of int or None, optional
+        Required shape; ``None`` entries are free.
+    low, high : int, optional
+        Inclusive lower bound and exclusive upper bound on every entry.
+    allow_empty : bool, default=True
+        Whether an array with no elements is allowed.
+
+    Returns
+    -------
+    ndarray of int64
+    """
+    arr = _to_array(x, name)
+    if arr.size == 0 and arr.dtype == np.float64 and not isinstance(x, np.ndarray):
+        arr = arr.astype(np.int64)  # np.asarray([]) is float64; an empty list is fine
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise ParameterTypeError(f"`{name}` must be an integer array; got {describe(arr)}")
+    _check_ndim_shape(arr, name, ndim, shape)
+    if not allow_empty and arr.size == 0:
+        raise ParameterError(f"`{name}` must not be empty; got shape {arr.shape}")
+    if arr.size:
+        if low is not None and arr.min() < low:
+            idx = tuple(int(i) for i in np.argwhere(arr < low)[0])
+            raise ParameterError(
+                f"`{name}` entries must be >= {low}; got {arr[idx]} at index {idx}"
+            )
+        if high is not None and arr.max() >= high:
+            idx = tuple(int(i) for i in np.argwhere(arr >= high)[0])
+            raise ParameterError(
+                f"`{name}` entries must be < {high}; got {arr[idx]} at index {idx}"
+            )
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def as_bool_array(x, name: str, *, ndim: int | None = None, shape: tuple | None = None):
+    """Return ``x`` as a C-contiguous boolean array (``bool`` or 0/1 integers accepted)."""
+    arr = _to_array(x, name)
+    if arr.dtype != np.bool_:
+        if np.issubdtype(arr.dtype, np.integer) and arr.size and not np.isin(arr, (0, 1)).all():
+            raise ParameterError(f"`{name}` must hold booleans or 0/1; got other integers")
+        if not (np.issubdtype(arr.dtype, np.integer) or (arr.size == 0)):
+            raise ParameterTypeError(f"`{name}` must be a boolean array; got {describe(arr)}")
+    _check_ndim_shape(arr, name, ndim, shape)
+    return np.ascontiguousarray(arr, dtype=np.bool_)
+
+
+def check_offsets(offsets, name: str, n_rows: int) -> np.ndarray:
+    """Check CSR-style offsets: 1-d int, starts at 0, non-decreasing, ends at ``n_rows``."""
+    arr = as_int_array(offsets, name, ndim=1)
+    if arr.shape[0] < 1:
+        raise ParameterError(f"`{name}` must have at least one entry (0); got an empty array")
+    if arr[0] != 0:
+        raise ParameterError(f"`{name}` must start at 0; got {arr[0]}")
+    steps = np.diff(arr)
+    if (steps < 0).any():
+        i = int(np.argmax(steps < 0))
+        raise ParameterError(
+            f"`{name}` must be non-decreasing; got {name}[{i}]={arr[i]} > "
+            f"{name}[{i + 1}]={arr[i + 1]}"
+        )
+    if arr[-1] != n_rows:
+        raise ParameterError(
+            f"`{name}` must end at the number of rows ({n_rows}); got {arr[-1]}"
+        )
+    return arr
+
+
+def check_int(value, name: str, *, low: int | None = None, high: int | None = None) -> int:
+    """Check an integer scalar in ``[low, high]`` (inclusive) and return it as ``int``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ParameterTypeError(f"`{name}` must be an integer; got {describe(value)}")
+    value = int(value)
+    if low is not None and value < low:
+        raise ParameterError(f"`{name}` must be >= {low}; got {value}")
+    if high is not None and value > high:
+        raise ParameterError(f"`{name}` must be <= {high}; got {value}")
+    return value
+
+
+def check_float(
+    value,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+) -> float:
+    """Check a finite real scalar within bounds and return it as ``float``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ParameterTypeError(f"`{name}` must be a real number; got {describe(value)}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ParameterError(f"`{name}` must be finite; got {value}")
+    if low is not None and (value < low or (value == low and not low_inclusive)):
+        op = ">=" if low_inclusive else ">"
+        raise ParameterError(f"`{name}` must be {op} {low}; got {value}")
+    if high is not None and (value > high or (value == high and not high_inclusive)):
+        op = "<=" if high_inclusive else "<"
+        raise ParameterError(f"`{name}` must be {op} {high}; got {value}")
+    return value
+
+
+def check_option(value, name: str, options) -> str:
+    """Check that ``value`` is one of ``options`` (strings)."""
+    if not isinstance(value, str) or value not in options:
+        raise ParameterError(
+            f"`{name}` must be one of {sorted(options)}; got {describe(value)}"
+        )
+    return value
+
+
+def check_random_state(seed) -> np.random.Generator:
+    """Turn ``None``, an int or a Generator into a :class:`numpy.random.Generator`."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or (isinstance(seed, numbers.Integral) and not isinstance(seed, bool)):
+        return np.random.default_rng(seed)
+    if isinstance(seed, np.random.RandomState):
+        return np.random.default_rng(seed.randint(0, 2**31 - 1))
+    raise ParameterTypeError(
+        f"`random_state` must be None, an int or a numpy Generator; got {describe(seed)}"
+    )

@@ -1,0 +1,33 @@
+"""Exceptions and warnings raised by structcal.
+
+Every error raised for bad user input derives from :class:`StructcalError` and from the
+builtin exception a generic handler would expect (``ValueError`` or ``TypeError``), so
+``except ValueError`` keeps working.
+"""
+
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+__all__ = [
+    "StructcalError",
+    "ParameterError",
+    "ParameterTypeError",
+    "InfeasibleError",
+    "ConvergenceWarning",
+    "NotFittedError",
+]
+
+
+class StructcalError(Exception):
+    """Root of the exceptions structcal raises for invalid input."""
+
+
+class ParameterError(StructcalError, ValueError):
+    """An argument has the right type but an invalid value, shape or range."""
+
+
+class ParameterTypeError(StructcalError, TypeError):
+    """An argument has the wrong type (e.g. a float array where labels are expected)."""
+
+
+class InfeasibleError(ParameterError):
+    """A problem has no labeling of non-zero probability (every labeling scores ``-inf``)."""

@@ -1,0 +1,552 @@
+"""Numba kernels for batches of linear chains (private: inputs are trusted).
+
+Layout shared by every kernel
+-----------------------------
+``unary`` (n_tokens, K)
+    Log-potentials, chains laid end to end; chain ``c`` is rows
+    ``offsets[c]:offsets[c + 1]``.
+``pw`` (n_mats, K, K) and ``pw_stride``
+    Pairwise log-potentials. The matrix between tokens ``t`` and ``t + 1`` of chain
+    ``c`` is ``pw[(edge_offsets[c] + t) * pw_stride]``: ``pw_stride`` is 0 when one matrix
+    is shared by every edge, 1 when there is one matrix per edge.
+``E``, ``ET``, ``colmax``
+    The scaled exponentials used by the fast sum-product pass:
+    ``E[m, i, j] = exp(pw[m, i, j] - colmax[m, j])`` (``ET`` is its transpose), so every
+    entry of ``E`` is in [0, 1] and each column has a 1 unless it is all ``-inf``.
+
+Numerics
+--------
+Max-product (Viterbi, k-best) runs in log space and is exact for any finite or ``-inf``
+potentials. Sum-product first runs in probability space with a per-step rescaling: one
+exp per unary entry, and a (K x K) multiply-add per edge with the precomputed ``E``. Every
+number in that pass lies in [0, 1] or is a normaliser; an underflowed term has absolute
+error below 1e-300, so the result is accurate whenever each step's normaliser stays above
+``_TINY`` (1e-200) and the backward messages stay below ``_HUGE``. A chain that breaks either
+bound (potentials spanning more than a few hundred nats, e.g. magnitudes of 1e4) is redone
+with the exact log-space pass (``_forward_backward_log``). Both passes are exact; the
+fast one is about an order of magnitude cheaper because it avoids K*K exps per edge.
+
+Status codes written by the drivers: 0 = ok, 1 = infeasible (every labeling is ``-inf``),
+2 = ok after the log-space fallback.
+"""
+
+import math
+
+import numpy as np
+
+from .._numba import kernel, parallel_kernel, prange
+
+_TINY = 1e-200
+_HUGE = 1e200
+_NEG_INF = -np.inf
+
+STATUS_OK = 0
+STATUS_INFEASIBLE = 1
+STATUS_FALLBACK = 2
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@kernel
+def _logsumexp_row(x):
+    """log(sum(exp(x))) of a 1-d array, ``-inf`` when every entry is ``-inf``."""
+    m = _NEG_INF
+    for v in x:
+        if v > m:
+            m = v
+    if m == _NEG_INF:
+        return _NEG_INF
+    s = 0.0
+    for v in x:
+        s += math.exp(v - m)
+    return m + math.log(s)
+
+
+@kernel
+def scaled_exponentials(pw):
+    """Return ``(E, ET, colmax)`` for pairwise log-potentials ``pw`` of shape (n, K, K)."""
+    n, K, _ = pw.shape
+    E = np.empty_like(pw)
+    ET = np.empty_like(pw)
+    colmax = np.empty((n, K))
+    for m in range(n):
+        for j in range(K):
+            c = _NEG_INF
+            for i in range(K):
+                if pw[m, i, j] > c:
+                    c = pw[m, i, j]
+            if c == _NEG_INF:
+                c = 0.0  # column forbidden everywhere: E[:, j] = 0
+            colmax[m, j] = c
+            for i in range(K):
+                e = math.exp(pw[m, i, j] - c)
+                E[m, i, j] = e
+                ET[m, j, i] = e
+    return E, ET, colmax
+
+
+# --------------------------------------------------------------------------- max-product
+
+
+@kernel
+def _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, labels):
+    """Viterbi on tokens ``s:s+L``; ``v`` is (>= L, K) scratch. Returns the MAP score."""
+    K = unary.shape[1]
+    for j in range(K):
+        v[0, j] = unary[s, j]
+    for t in range(1, L):
+        m = (mat0 + t - 1) * pw_stride
+        for j in range(K):
+            v[t, j] = _NEG_INF
+        for i in range(K):
+            vi = v[t - 1, i]
+            for j in range(K):
+                x = vi + pw[m, i, j]
+                if x > v[t, j]:
+                    v[t, j] = x
+        for j in range(K):
+            v[t, j] += unary[s + t, j]
+    # backtrack by recomputing each argmax (cheaper than storing back-pointers)
+    best = 0
+    for j in range(1, K):
+        if v[L - 1, j] > v[L - 1, best]:
+            best = j
+    score = v[L - 1, best]
+    labels[s + L - 1] = best
+    for t in range(L - 2, -1, -1):
+        m = (mat0 + t) * pw_stride
+        nxt = labels[s + t + 1]
+        b = 0
+        bv = v[t, 0] + pw[m, 0, nxt]
+        for i in range(1, K):
+            x = v[t, i] + pw[m, i, nxt]
+            if x > bv:
+                bv = x
+                b = i
+        labels[s + t] = b
+    return score
+
+
+@kernel
+def _kbest_chain(unary, s, L, pw, mat0, pw_stride, k, S, BI, BR, labels_out, scores_out):
+    """Exact k-best (list Viterbi) on one chain.
+
+    ``S`` (L, K, k) holds the k best prefix scores ending in each state, ``BI``/``BR`` the
+    state and rank of the predecessor. Writes ``labels_out`` (k, n_tokens) and
+    ``scores_out`` (k,); returns the number of feasible labelings found (<= k).
+    """
+    K = unary.shape[1]
+    for j in range(K):
+        S[0, j, 0] = unary[s, j]
+        for r in range(1, k):
+            S[0, j, r] = _NEG_INF
+    for t in range(1, L):
+        m = (mat0 + t - 1) * pw_stride
+        for j in range(K):
+            for r in range(k):
+                S[t, j, r] = _NEG_INF
+                BI[t, j, r] = -1
+                BR[t, j, r] = -1
+            for i in range(K):
+                p = pw[m, i, j]
+                for r0 in range(k):
+                    x = S[t - 1, i, r0] + p
+                    if not x > S[t, j, k - 1]:
+                        break  # S[t-1, i, :] is sorted: no later rank can enter
+                    # insert x keeping S[t, j, :] sorted in decreasing order (stable)
+                    q = k - 1
+                    while q > 0 and x > S[t, j, q - 1]:
+                        S[t, j, q] = S[t, j, q - 1]
+                        BI[t, j, q] = BI[t, j, q - 1]
+                        BR[t, j, q] = BR[t, j, q - 1]
+                        q -= 1
+                    S[t, j, q] = x
+                    BI[t, j, q] = i
+                    BR[t, j, q] = r0
+            u = unary[s + t, j]
+            for r in range(k):
+                S[t, j, r] += u
+    # the k best over (state, rank) at the last position
+    fin_j = np.full(k, -1, dtype=np.int64)
+    fin_r = np.full(k, -1, dtype=np.int64)
+    fin_v = np.full(k, _NEG_INF)
+    for j in range(K):
+        for r in range(k):
+            x = S[L - 1, j, r]
+            if not x > fin_v[k - 1]:
+                break
+            q = k - 1
+            while q > 0 and x > fin_v[q - 1]:
+                fin_v[q] = fin_v[q - 1]
+                fin_j[q] = fin_j[q - 1]
+                fin_r[q] = fin_r[q - 1]
+                q -= 1
+            fin_v[q] = x
+            fin_j[q] = j
+            fin_r[q] = r
+    found = 0
+    for q in range(k):
+        scores_out[q] = fin_v[q]
+        if fin_v[q] == _NEG_INF:
+            for t in range(L):
+                labels_out[q, s + t] = -1
+            continue
+        found += 1
+        j = fin_j[q]
+        r = fin_r[q]
+        for t in range(L - 1, -1, -1):
+            labels_out[q, s + t] = j
+            if t > 0:
+                j, r = BI[t, j, r], BR[t, j, r]
+    return found
+
+
+# --------------------------------------------------------------------------- sum-product
+
+
+@kernel
+def _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z):
+    """Scaled forward pass. ``a`` (L, K) gets the normalised forward messages (one row per
+    token), ``u`` (L, K) the shifted unary exponentials, ``z`` (L,) the step normalisers.
+
+    Returns ``(log_partition, ok)``; ``ok`` is False when a normaliser fell below
+    ``_TINY`` (the caller then uses the log-space pass). ``log_partition`` is ``-inf``
+    when the chain is infeasible.
+    """
+    K = unary.shape[1]
+    shift = _NEG_INF
+    for j in range(K):
+        if unary[s, j] > shift:
+            shift = unary[s, j]
+    if shift == _NEG_INF:
+        return _NEG_INF, True
+    total = 0.0
+    for j in range(K):
+        e = math.exp(unary[s, j] - shift)
+        u[0, j] = e
+        a[0, j] = e
+        total += e
+    z[0] = total
+    logz = shift + math.log(total)
+    inv = 1.0 / total
+    for j in range(K):
+        a[0, j] *= inv
+    for t in range(1, L):
+        m = (mat0 + t - 1) * pw_stride
+        shift = _NEG_INF
+        for j in range(K):
+            x = unary[s + t, j] + colmax[m, j]
+            if x > shift:
+                shift = x
+        if shift == _NEG_INF:
+            return _NEG_INF, True
+        for j in range(K):
+            a[t, j] = 0.0
+        for i in range(K):
+            ai = a[t - 1, i]
+            for j in range(K):
+                a[t, j] += ai * E[m, i, j]
+        total = 0.0
+        for j in range(K):
+            e = math.exp(unary[s + t, j] + colmax[m, j] - shift)
+            u[t, j] = e
+            x = a[t, j] * e
+            a[t, j] = x
+            total += x
+        z[t] = total
+        if not total > _TINY:
+            return _NEG_INF, False
+        logz += shift + math.log(total)
+        inv = 1.0 / total
+        for j in range(K):
+            a[t, j] *= inv
+    return logz, True
+
+
+@kernel
+def _backward_scaled(s, L, E, ET, mat0, pw_stride, a, u, z, beta, w, marg, edge, e0, do_edge):
+    """Scaled backward pass on top of ``_forward_scaled``; writes node marginals into
+    ``marg`` rows ``s:s+L`` and, when ``do_edge``, edge marginals into ``edge[e0:e0+L-1]``.
+
+    ``beta`` and ``w`` are (K,) scratch. Returns False when a message exceeded ``_HUGE``
+    or a marginal row did not sum to one (the caller then uses the log-space pass).
+    """
+    K = a.shape[1]
+    for j in range(K):
+        beta[j] = 1.0
+        marg[s + L - 1, j] = a[L - 1, j]
+    for t in range(L - 2, -1, -1):
+        m = (mat0 + t) * pw_stride
+        inv = 1.0 / z[t + 1]
+        for j in range(K):
+            w[j] = u[t + 1, j] * beta[j] * inv
+        if do_edge:
+            for i in range(K):
+                ai = a[t, i]
+                for j in range(K):
+                    edge[e0 + t, i, j] = ai * E[m, i, j] * w[j]
+        for i in range(K):
+            beta[i] = 0.0
+        for j in range(K):
+            wj = w[j]
+            for i in range(K):
+                beta[i] += ET[m, j, i] * wj
+        total = 0.0
+        big = 0.0
+        for i in range(K):
+            x = a[t, i] * beta[i]
+            marg[s + t, i] = x
+            total += x
+            if beta[i] > big:
+                big = beta[i]
+        if not (big < _HUGE and abs(total - 1.0) < 1e-6):
+            return False
+    return True
+
+
+@kernel
+def _forward_backward_log(unary, s, L, pw, mat0, pw_stride, la, lb, marg, edge, e0, do_edge):
+    """Exact log-space forward-backward (the fallback). ``la``/``lb`` are (>= L, K) scratch.
+
+    Returns the log-partition (``-inf`` if the chain is infeasible, marginals untouched).
+    """
+    K = unary.shape[1]
+    tmp = np.empty(K)
+    for j in range(K):
+        la[0, j] = unary[s, j]
+    for t in range(1, L):
+        m = (mat0 + t - 1) * pw_stride
+        for j in range(K):
+            for i in range(K):
+                tmp[i] = la[t - 1, i] + pw[m, i, j]
+            la[t, j] = _logsumexp_row(tmp) + unary[s + t, j]
+    logz = _logsumexp_row(la[L - 1])
+    if logz == _NEG_INF:
+        return logz
+    for j in range(K):
+        lb[L - 1, j] = 0.0
+    for t in range(L - 2, -1, -1):
+        m = (mat0 + t) * pw_stride
+        for i in range(K):
+            for j in range(K):
+                tmp[j] = pw[m, i, j] + unary[s + t + 1, j] + lb[t + 1, j]
+            lb[t, i] = _logsumexp_row(tmp)
+    for t in range(L):
+        for j in range(K):
+            marg[s + t, j] = math.exp(la[t, j] + lb[t, j] - logz)
+    if do_edge:
+        for t in range(L - 1):
+            m = (mat0 + t) * pw_stride
+            for i in range(K):
+                for j in range(K):
+                    edge[e0 + t, i, j] = math.exp(
+                        la[t, i] + pw[m, i, j] + unary[s + t + 1, j] + lb[t + 1, j] - logz
+                    )
+    return logz
+
+
+@kernel
+def _infer_chain(
+    unary, s, L, pw, E, ET, colmax, mat0, pw_stride, e0,
+    do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb,
+    labels, marg, edge,
+):
+    """MAP and/or marginals of one chain. Returns ``(map_score, log_partition, status)``."""
+    score = 0.0
+    logz = 0.0
+    status = STATUS_OK
+    if L == 0:
+        return score, logz, status
+    if do_map:
+        score = _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, labels)
+        if score == _NEG_INF:
+            return score, _NEG_INF, STATUS_INFEASIBLE
+    if do_marg:
+        logz, ok = _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z)
+        if ok and logz == _NEG_INF:
+            return _NEG_INF, _NEG_INF, STATUS_INFEASIBLE
+        if ok:
+            ok = _backward_scaled(
+                s, L, E, ET, mat0, pw_stride, a, u, z, beta, w, marg, edge, e0, do_edge
+            )
+        if not ok:
+            logz = _forward_backward_log(
+                unary, s, L, pw, mat0, pw_stride, la, lb, marg, edge, e0, do_edge
+            )
+            if logz == _NEG_INF:
+                return _NEG_INF, _NEG_INF, STATUS_INFEASIBLE
+            status = STATUS_FALLBACK
+    return score, logz, status
+
+
+@parallel_kernel
+def infer_batch(
+    unary, offsets, edge_offsets, pw, pw_stride, E, ET, colmax,
+    do_map, do_marg, do_edge, chunk,
+    labels, scores, logz, marg, edge, status,
+):
+    """Viterbi and/or forward-backward over every chain, ``prange`` over chunks of chains.
+
+    Scratch is allocated once per chunk of ``chunk`` chains, sized for its longest chain.
+    """
+    n_chains = offsets.shape[0] - 1
+    K = unary.shape[1]
+    n_chunks = (n_chains + chunk - 1) // chunk
+    for b in prange(n_chunks):
+        c0 = b * chunk
+        c1 = min(n_chains, c0 + chunk)
+        Lmax = 1
+        for c in range(c0, c1):
+            Lmax = max(Lmax, offsets[c + 1] - offsets[c])
+        v = np.empty((Lmax, K))
+        a = np.empty((Lmax, K))
+        u = np.empty((Lmax, K))
+        z = np.empty(Lmax)
+        beta = np.empty(K)
+        w = np.empty(K)
+        la = np.empty((Lmax, K))
+        lb = np.empty((Lmax, K))
+        for c in range(c0, c1):
+            s = offsets[c]
+            L = offsets[c + 1] - s
+            sc, lz, st = _infer_chain(
+                unary, s, L, pw, E, ET, colmax, edge_offsets[c], pw_stride, edge_offsets[c],
+                do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb, labels, marg, edge,
+            )
+            scores[c] = sc
+            logz[c] = lz
+            status[c] = st
+
+
+@parallel_kernel
+def kbest_batch(unary, offsets, edge_offsets, pw, pw_stride, k, labels, scores, found):
+    """k-best labelings of every chain (``prange`` over chains)."""
+    n_chains = offsets.shape[0] - 1
+    K = unary.shape[1]
+    for c in prange(n_chains):
+        s = offsets[c]
+        L = offsets[c + 1] - s
+        if L == 0:
+            scores[c, 0] = 0.0
+            for q in range(1, k):
+                scores[c, q] = _NEG_INF
+            found[c] = 1
+            continue
+        S = np.empty((L, K, k))
+        BI = np.empty((L, K, k), dtype=np.int64)
+        BR = np.empty((L, K, k), dtype=np.int64)
+        found[c] = _kbest_chain(
+            unary, s, L, pw, edge_offsets[c], pw_stride, k, S, BI, BR, labels, scores[c]
+        )
+
+
+# --------------------------------------------------------------------------- scores, pseudo-marginals
+
+
+@parallel_kernel
+def score_batch(unary, offsets, edge_offsets, pw, pw_stride, labels, out):
+    """Unnormalised log-score of the given labeling of every chain."""
+    n_chains = offsets.shape[0] - 1
+    for c in prange(n_chains):
+        s = offsets[c]
+        L = offsets[c + 1] - s
+        total = 0.0
+        for t in range(L):
+            total += unary[s + t, labels[s + t]]
+        for t in range(L - 1):
+            m = (edge_offsets[c] + t) * pw_stride
+            total += pw[m, labels[s + t], labels[s + t + 1]]
+        out[c] = total
+
+
+@parallel_kernel
+def pseudo_marginals_batch(unary, offsets, edge_offsets, pw, pw_stride, labels, out, bad):
+    """p(y_t = a | y_-t = labels_-t) for every token; ``bad[c]`` gets 1 + the first position
+    whose conditional is undefined (all ``-inf``), 0 when none is."""
+    n_chains = offsets.shape[0] - 1
+    K = unary.shape[1]
+    for c in prange(n_chains):
+        s = offsets[c]
+        L = offsets[c + 1] - s
+        bad[c] = 0
+        for t in range(L):
+            mx = _NEG_INF
+            for j in range(K):
+                x = unary[s + t, j]
+                if t > 0:
+                    x += pw[(edge_offsets[c] + t - 1) * pw_stride, labels[s + t - 1], j]
+                if t < L - 1:
+                    x += pw[(edge_offsets[c] + t) * pw_stride, j, labels[s + t + 1]]
+                out[s + t, j] = x
+                if x > mx:
+                    mx = x
+            if mx == _NEG_INF:
+                if bad[c] == 0:
+                    bad[c] = t + 1
+                for j in range(K):
+                    out[s + t, j] = 0.0
+                continue
+            total = 0.0
+            for j in range(K):
+                e = math.exp(out[s + t, j] - mx)
+                out[s + t, j] = e
+                total += e
+            for j in range(K):
+                out[s + t, j] /= total
+
+
+# --------------------------------------------------------------------------- constrained forward
+
+
+@kernel
+def _masked_log_partition(
+    unary, s, L, pw, E, colmax, mat0, pw_stride, cpos, callowed, k0, k1, buf, a, u, z, la, lb,
+    marg_dummy, edge_dummy,
+):
+    """Log-partition of one chain with labels outside ``callowed[k]`` forbidden at position
+    ``cpos[k]`` for ``k0 <= k < k1``. ``buf`` is (L, K) scratch for the masked unary."""
+    K = unary.shape[1]
+    for t in range(L):
+        for j in range(K):
+            buf[t, j] = unary[s + t, j]
+    for q in range(k0, k1):
+        t = cpos[q]
+        for j in range(K):
+            if not callowed[q, j]:
+                buf[t, j] = _NEG_INF
+    logz, ok = _forward_scaled(buf, 0, L, pw, E, colmax, mat0, pw_stride, a, u, z)
+    if not ok:
+        logz = _forward_backward_log(
+            buf, 0, L, pw, mat0, pw_stride, la, lb, marg_dummy, edge_dummy, 0, False
+        )
+    return logz
+
+
+@parallel_kernel
+def constrained_log_partition_batch(
+    unary, offsets, edge_offsets, pw, pw_stride, E, colmax,
+    q_chain, q_offsets, cpos, callowed, out,
+):
+    """Constrained log-partition of each query (``prange`` over queries)."""
+    n_q = q_chain.shape[0]
+    K = unary.shape[1]
+    for q in prange(n_q):
+        c = q_chain[q]
+        s = offsets[c]
+        L = offsets[c + 1] - s
+        if L == 0:
+            out[q] = 0.0
+            continue
+        buf = np.empty((L, K))
+        a = np.empty((L, K))
+        u = np.empty((L, K))
+        z = np.empty(L)
+        la = np.empty((L, K))
+        lb = np.empty((L, K))
+        marg_dummy = np.empty((L, K))
+        edge_dummy = np.empty((0, K, K))
+        out[q] = _masked_log_partition(
+            unary, s, L, pw, E, colmax, edge_offsets[c], pw_stride, cpos, callowed,
+            q_offsets[q], q_offsets[q + 1], buf, a, u, z, la, lb, marg_dummy, edge_dummy,
+        )
