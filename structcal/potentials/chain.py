@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, as_int_array, check_offsets, describe
-from .exceptions import ParameterError, ParameterTypeError
+from .._validation import as_float_array, as_int_array, check_offsets, describe
+from ..exceptions import ParameterError, ParameterTypeError
 
 __all__ = ["ChainPotentials"]
 

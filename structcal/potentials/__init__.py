@@ -1,0 +1,9 @@
+"""Containers for batches of structured problems as flat arrays (potentials are the interface).
+
+Anything that produces unary and pairwise log-scores -- structcal's CRFs, a CRFsuite
+model, a neural network -- plugs into inference and everything after it through these.
+"""
+
+from .chain import ChainPotentials
+
+__all__ = ["ChainPotentials"]
