@@ -1,0 +1,41 @@
+"""The project installs what it needs: every subpackage is listed in pyproject.toml."""
+
+import re
+from pathlib import Path
+
+import structcal
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_subpackage_is_listed_in_pyproject():
+    text = (ROOT / "pyproject.toml").read_text()
+    block = re.search(r"packages = \[(.*?)\]", text, re.S).group(1)
+    listed = set(re.findall(r'"([\w.]+)"', block))
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "structcal").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert found | {"structcal.pretrained"} == listed
+
+
+def test_shipped_data_is_package_data():
+    from importlib import resources
+
+    assert resources.files("structcal.datasets").joinpath("data", "ocr_letters.npz").is_file()
+    assert (ROOT / "models" / "__init__.py").is_file()
+
+
+def test_import_compiles_nothing():
+    import subprocess
+    import sys
+
+    code = (
+        "import numba.core.registry as r, structcal, structcal.inference, structcal.datasets;"
+        "from structcal.inference import _chain;"
+        "print(sum(len(d.overloads) for d in (_chain.infer_batch, _chain.kbest_batch)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"
+    assert structcal.__version__
