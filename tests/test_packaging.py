@@ -34,7 +34,7 @@ def test_import_compiles_nothing():
     code = (
         "import numba.core.registry as r, structcal, structcal.inference, structcal.datasets;"
         "from structcal.inference import _chain;"
-        "print(sum(len(d.overloads) for d in (_chain.infer_batch, _chain.kbest_batch)))"
+        "print(sum(len(d.overloads) for k in (_chain.infer_batch, _chain.kbest_batch) for d in (k.parallel, k.serial)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"

@@ -215,7 +215,7 @@ def infer(
     _chain.infer_batch(
         p.unary, p.offsets, p.edge_offsets, pw, stride, E, ET, colmax,
         bool(map), marginals, bool(edge_marginals), _chunk(p.n_chains),
-        labels, scores, logz, marg, edge, status,
+        labels, scores, logz, marg, edge, status, work=p.n_tokens,
     )
     _raise_infeasible(status)
     return ChainInference(
@@ -319,7 +319,10 @@ def kbest(potentials: ChainPotentials, k: int = 2) -> KBestResult:
     labels = np.full((k, p.n_tokens), -1, dtype=np.int64)
     scores = np.empty((p.n_chains, k))
     found = np.zeros(p.n_chains, dtype=np.int64)
-    _chain.kbest_batch(p.unary, p.offsets, p.edge_offsets, pw, stride, k, labels, scores, found)
+    _chain.kbest_batch(
+        p.unary, p.offsets, p.edge_offsets, pw, stride, k, labels, scores, found,
+        work=p.n_tokens * k,
+    )
     return KBestResult(labels=labels, scores=scores, n_found=found)
 
 
@@ -342,7 +345,7 @@ def score_labelings(potentials: ChainPotentials, labels) -> np.ndarray:
     labels = _labels_iv(p, labels)
     pw, stride = p._pairwise3()
     out = np.empty(p.n_chains)
-    _chain.score_batch(p.unary, p.offsets, p.edge_offsets, pw, stride, labels, out)
+    _chain.score_batch(p.unary, p.offsets, p.edge_offsets, pw, stride, labels, out, work=p.n_tokens // 8)
     return out
 
 
@@ -413,7 +416,9 @@ def pseudo_marginals(potentials: ChainPotentials, labels) -> np.ndarray:
     pw, stride = p._pairwise3()
     out = np.empty((p.n_tokens, p.n_states))
     bad = np.zeros(p.n_chains, dtype=np.int64)
-    _chain.pseudo_marginals_batch(p.unary, p.offsets, p.edge_offsets, pw, stride, labels, out, bad)
+    _chain.pseudo_marginals_batch(
+        p.unary, p.offsets, p.edge_offsets, pw, stride, labels, out, bad, work=p.n_tokens
+    )
     if bad.any():
         c = int(np.flatnonzero(bad)[0])
         raise InfeasibleError(
@@ -476,6 +481,7 @@ def constrained_log_partition(
     _chain.constrained_log_partition_batch(
         p.unary, p.offsets, p.edge_offsets, pw, stride, E, colmax,
         chains, q_offsets, positions, allowed, out,
+        work=int(p.lengths[chains].sum()) * 4,
     )
     return out
 

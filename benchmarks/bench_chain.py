@@ -1,0 +1,170 @@
+"""Throughput of chain inference on the OCR test words.
+
+Times, from unary potentials already computed (26 states, the OCR test split's word
+lengths, mean 7.65), (a) Viterbi and (b) Viterbi + all node marginals + log-partition,
+through the public ``structcal.inference.infer`` call, on 1 thread and on all threads.
+Prints a table (median and range of ``--repeats`` runs) or, with ``--json``, one JSON
+object. JIT compilation is timed separately (first call in a fresh process). If
+python-crfsuite is installed (``pip install structcal[bench]``), CRFsuite's tagger is timed
+on the same words for comparison.
+
+Potentials come from the shipped likelihood ChainCRF when it exists, else from a
+Bernoulli naive Bayes letter model with bigram transitions fit on the train split.
+
+Run: ``python benchmarks/bench_chain.py [--json] [--repeats 7] [--copies 10]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import numba
+import numpy as np
+
+from structcal import ChainPotentials
+from structcal.datasets import load_ocr
+from structcal.inference import infer
+
+
+def ocr_potentials(copies: int):
+    """OCR-shaped potentials: the test words repeated ``copies`` times."""
+    data = load_ocr()
+    train, test = data.split("train"), data.split("test")
+    try:
+        from structcal.crf import ChainCRF
+        from structcal.io import pretrained_path
+
+        model = ChainCRF.load(pretrained_path("ocr_chain_crf"))
+        p = model.potentials(test.X)
+        source = "shipped ChainCRF (likelihood)"
+    except Exception:  # the trained model is not available in this checkout
+        from structcal.cli import _naive_bayes_chain
+
+        W, b, T, _ = _naive_bayes_chain(train)
+        p = ChainPotentials.from_scores(test.pixels @ W.T + b, test.lengths, T)
+        source = "naive Bayes letters + bigram transitions"
+    unary = np.tile(p.unary, (copies, 1))
+    lengths = np.tile(p.lengths, copies)
+    big = ChainPotentials(unary, np.concatenate([[0], np.cumsum(lengths)]), p.pairwise)
+    return big, source, test
+
+
+def time_call(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return np.array(times)
+
+
+def crfsuite_times(test, repeats):
+    """CRFsuite tagger on the same words (trained briefly on the test words' pixels)."""
+    try:
+        import pycrfsuite
+    except ImportError:
+        return None
+    import tempfile
+
+    feats = [
+        [{f"p{i}": 1.0 for i in np.flatnonzero(row)} for row in test.pixels[a:b]]
+        for a, b in zip(test.offsets[:-1], test.offsets[1:])
+    ]
+    labels = [[test.alphabet[c] for c in w] for w in test.y]
+    trainer = pycrfsuite.Trainer(verbose=False)
+    for x, y in zip(feats, labels):
+        trainer.append(x, y)
+    trainer.set_params({"max_iterations": 20})
+    path = os.path.join(tempfile.mkdtemp(), "ocr.crfsuite")
+    trainer.train(path)
+    tagger = pycrfsuite.Tagger()
+    tagger.open(path)
+    xseqs = [pycrfsuite.ItemSequence(x) for x in feats]
+
+    def viterbi_only():
+        for x in xseqs:
+            tagger.set(x)
+            tagger.tag()
+
+    def viterbi_marginals():
+        for x in xseqs:
+            tagger.set(x)
+            y = tagger.tag()
+            for t, lab in enumerate(y):  # every node marginal of every label
+                for c in test.alphabet:
+                    tagger.marginal(c, t)
+            tagger.probability(y)
+
+    n = len(xseqs)
+    return {
+        "crfsuite_viterbi_words_per_s": n / np.median(time_call(viterbi_only, repeats)),
+        "crfsuite_viterbi_marginals_words_per_s": n / np.median(time_call(viterbi_marginals, max(3, repeats // 2))),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs per setting (>= 5)")
+    parser.add_argument("--copies", type=int, default=10, help="copies of the test words per run")
+    args = parser.parse_args()
+
+    p, source, test = ocr_potentials(args.copies)
+    n_words = p.n_chains
+
+    t = time.perf_counter()
+    infer(p.subset([0, 1]), map=True, marginals=False)
+    infer(p.subset([0, 1]), map=True, marginals=True)
+    compile_seconds = time.perf_counter() - t
+
+    all_threads = numba.config.NUMBA_NUM_THREADS
+    results = {}
+    rows = []
+    for threads in (1, all_threads):
+        numba.set_num_threads(threads)
+        tag = "1thread" if threads == 1 else "all_threads"
+        for name, kwargs in (
+            ("viterbi", dict(map=True, marginals=False)),
+            ("viterbi_marginals", dict(map=True, marginals=True)),
+        ):
+            infer(p, **kwargs)  # warm
+            times = time_call(lambda: infer(p, **kwargs), args.repeats)
+            wps = n_words / times
+            results[f"{name}_words_per_s_{tag}"] = float(np.median(wps))
+            rows.append((name, threads, np.median(wps), wps.min(), wps.max()))
+    numba.set_num_threads(all_threads)
+
+    out = {
+        **results,
+        "compile_seconds": compile_seconds,
+        "n_words_per_run": n_words,
+        "mean_length": float(p.lengths.mean()),
+        "n_states": p.n_states,
+        "repeats": args.repeats,
+        "threads_all": all_threads,
+        "potentials": source,
+        "machine": f"{platform.processor() or platform.machine()}, numba {numba.__version__}",
+    }
+    cs = crfsuite_times(test, args.repeats)
+    if cs:
+        out.update(cs)
+    if args.json:
+        print(json.dumps(out))
+        return
+    print(f"chain inference on the OCR test words x{args.copies}: {n_words} words, "
+          f"mean length {out['mean_length']:.2f}, {p.n_states} states ({source})")
+    print(f"JIT compile (first calls, fresh process): {compile_seconds:.2f} s")
+    print(f"{'task':<22}{'threads':>8}{'median words/s':>16}{'min':>12}{'max':>12}")
+    for name, threads, med, lo, hi in rows:
+        print(f"{name:<22}{threads:>8}{med:>16,.0f}{lo:>12,.0f}{hi:>12,.0f}")
+    if cs:
+        for k, v in cs.items():
+            print(f"{k:<40}{v:>12,.0f}")
+
+
+if __name__ == "__main__":
+    main()
