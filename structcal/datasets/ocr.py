@@ -7,6 +7,7 @@ from importlib import resources
 
 import numpy as np
 
+from .._ragged import offsets_from_lengths, ragged_rows
 from .._validation import as_int_array, check_option
 from ..exceptions import ParameterError
 
@@ -108,12 +109,7 @@ class OCRWords:
                 )
             words = np.flatnonzero(words)
         words = as_int_array(words, "words", ndim=1, low=0, high=self.n_words)
-        lengths = self.lengths[words]
-        offsets = np.zeros(words.shape[0] + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        rows = np.repeat(self.offsets[:-1][words] - offsets[:-1], lengths) + np.arange(
-            offsets[-1]
-        )
+        rows, offsets = ragged_rows(self.offsets, words)
         return OCRWords(
             pixels=self.pixels[rows],
             labels=self.labels[rows],
@@ -171,8 +167,7 @@ def load_ocr(split: str | None = None) -> OCRWords:
         labels = data["letters"].astype(np.int64)
         lengths = data["word_lengths"].astype(np.int64)
         folds = data["folds"].astype(np.int64)
-    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = offsets_from_lengths(lengths)
     full = OCRWords(
         pixels=np.ascontiguousarray(pixels),
         labels=labels,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._ragged import offsets_from_lengths, ragged_rows
 from .._validation import as_float_array, as_int_array, check_offsets, describe
 from ..exceptions import ParameterError, ParameterTypeError
 
@@ -24,10 +25,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 def _offsets_from_lengths(lengths, name="lengths") -> np.ndarray:
-    lengths = as_int_array(lengths, name, ndim=1, low=0)
-    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets
+    return offsets_from_lengths(as_int_array(lengths, name, ndim=1, low=0))
 
 
 class ChainPotentials:
@@ -280,18 +278,11 @@ class ChainPotentials:
             Chain indices, each in ``[0, n_chains)``.
         """
         chains = as_int_array(chains, "chains", ndim=1, low=0, high=self.n_chains)
-        lengths = self.lengths[chains]
-        offsets = _offsets_from_lengths(lengths)
-        rows = np.repeat(self.offsets[:-1][chains] - offsets[:-1], lengths) + np.arange(offsets[-1])
+        rows, offsets = ragged_rows(self.offsets, chains)
         if self.shared_pairwise:
             pairwise = self.pairwise
         else:
-            n_e = np.maximum(lengths - 1, 0)
-            e_off = _offsets_from_lengths(n_e)
-            erows = np.repeat(self.edge_offsets[:-1][chains] - e_off[:-1], n_e) + np.arange(
-                e_off[-1]
-            )
-            pairwise = self.pairwise[erows]
+            pairwise = self.pairwise[ragged_rows(self.edge_offsets, chains)[0]]
         return ChainPotentials(self.unary[rows], offsets, pairwise)
 
     def split_tokens(self, values) -> list[np.ndarray]:

@@ -1,0 +1,420 @@
+"""Event kinds: which probability questions are asked about each structured input.
+
+An event ``E`` is a set of labelings; a user asks ``P(y in E | x)``. An *event kind*
+generates the events of one family for every input of a batch (the paper's ``I(x)`` is a
+list of kinds). Each kind says, for a :class:`~structcal.StructuredPrediction`:
+
+- its instances: the item (input) of each event and, for per-node events, the node and
+  the *target label* the event asks about;
+- the outcome ``I[y in E]`` given the true labelings;
+- the raw model probability ``P_theta(E | x)`` where the model can compute it (exactly on
+  chains), else NaN;
+- whether the MAP labeling lies in the event (``I[MAP in E]``, a cheap MAP feature).
+
+Item-scope events (one per input: MAP, lexicon, span, any-label, predicates) are described
+by the MAP-recalibration features of Table 1; node-scope events (one per position: marginal,
+label-at) by the marginal-recalibration features.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import as_int_array, check_int, check_option, describe
+from ..exceptions import ParameterError, ParameterTypeError
+from ..potentials import ChainPotentials
+
+__all__ = [
+    "EventKind",
+    "EventInstances",
+    "MAPEvent",
+    "MarginalEvent",
+    "LabelAt",
+    "SpanEquals",
+    "InLexicon",
+    "AnyLabel",
+    "Predicate",
+]
+
+
+@dataclass(frozen=True)
+class EventInstances:
+    """The events of one kind over a batch.
+
+    Attributes
+    ----------
+    item : ndarray of shape (n_events,), int64
+        Input (chain or graph) of each event.
+    node : ndarray of shape (n_events,), int64
+        Global node of each per-node event, ``-1`` for per-item events.
+    label : ndarray of shape (n_events,), int64
+        Target label of each per-node event (for marginal events: the MAP label), ``-1``
+        for per-item events.
+    """
+
+    item: np.ndarray
+    node: np.ndarray
+    label: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.item.shape[0])
+
+
+def _per_item(pred) -> EventInstances:
+    n = pred.n_items
+    minus = np.full(n, -1, dtype=np.int64)
+    return EventInstances(np.arange(n, dtype=np.int64), minus, minus.copy())
+
+
+def _count_per_item(pred, flags) -> np.ndarray:
+    """Number of true ``flags`` (one per node) in each item."""
+    return np.bincount(pred.item_index, weights=flags, minlength=pred.n_items).astype(np.int64)
+
+
+def _require_chain(pred, what):
+    if not isinstance(pred.potentials, ChainPotentials):
+        raise ParameterTypeError(
+            f"{what} has an exact probability only on chains; on graphs use Predicate(...) "
+            "(its probability comes from the forecaster)"
+        )
+
+
+def _resolve_positions(pred, position, on_short, what):
+    """Global node of ``position`` in every item (negative counts from the end)."""
+    lengths = pred.lengths
+    pos = np.where(position < 0, lengths + position, position)
+    ok = (pos >= 0) & (pos < lengths)
+    if not ok.all() and on_short == "error":
+        bad = int(np.flatnonzero(~ok)[0])
+        raise ParameterError(
+            f"{what}: position {position} is past the end of item {bad} (length "
+            f"{lengths[bad]}); pass on_short='skip' to leave such items out"
+        )
+    items = np.flatnonzero(ok).astype(np.int64)
+    return items, pred.item_offsets[:-1][items] + pos[items]
+
+
+class EventKind:
+    """Base class of event kinds.
+
+    Subclasses set ``scope`` (``"item"`` or ``"node"``) and ``name`` and implement
+    :meth:`instances`, :meth:`outcomes`, :meth:`probabilities` and :meth:`map_in_event`.
+    """
+
+    scope = "item"
+    name = "event"
+    #: inference needed by :meth:`probabilities` (for the cost taxonomy)
+    probability_needs = "marginals"
+    #: whether the model can compute the probability of these events
+    has_probability = True
+
+    def instances(self, pred) -> EventInstances:
+        """The events of this kind for every input of ``pred``."""
+        return _per_item(pred)
+
+    def outcomes(self, pred, events: EventInstances, y_true: np.ndarray) -> np.ndarray:
+        """``I[y in E]`` of each event given the true labelings laid end to end."""
+        raise ParameterTypeError(f"{type(self).__name__} does not define outcomes")
+
+    def probabilities(self, pred, events: EventInstances) -> np.ndarray:
+        """Raw model probability of each event (NaN where the model cannot say)."""
+        return np.full(len(events), np.nan)
+
+    def map_in_event(self, pred, events: EventInstances) -> np.ndarray:
+        """``I[MAP in E]`` of each event."""
+        raise ParameterTypeError(f"{type(self).__name__} does not define map_in_event")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class MAPEvent(EventKind):
+    """``E = {MAP(x)}``: "the whole predicted labeling is correct" (one per input)."""
+
+    scope = "item"
+    name = "map"
+
+    def outcomes(self, pred, events, y_true):
+        return (_count_per_item(pred, y_true != pred.map_labels) == 0)[events.item]
+
+    def probabilities(self, pred, events):
+        return pred.map_probability[events.item]
+
+    def map_in_event(self, pred, events):
+        return np.ones(len(events), dtype=bool)
+
+
+class MarginalEvent(EventKind):
+    """``E_j = {y : y_j = MAP(x)_j}``: "position j is correct" (one per position)."""
+
+    scope = "node"
+    name = "marginal"
+    probability_needs = "marginals"
+
+    def instances(self, pred):
+        node = np.arange(pred.n_nodes, dtype=np.int64)
+        return EventInstances(pred.item_index, node, pred.map_labels.copy())
+
+    def outcomes(self, pred, events, y_true):
+        return y_true[events.node] == events.label
+
+    def probabilities(self, pred, events):
+        return pred.marginals[events.node, events.label]
+
+    def map_in_event(self, pred, events):
+        return np.ones(len(events), dtype=bool)
+
+
+class LabelAt(EventKind):
+    """``E = {y : y_position = label}``, e.g. "the first letter is 'l'" (one per input).
+
+    Parameters
+    ----------
+    position : int
+        Position within each item; negative values count from the end (-1 = last).
+    label : int
+        The label asked about.
+    on_short : {'error', 'skip'}, default='error'
+        What to do with items too short to have ``position``: raise, or leave them out.
+    name : str, optional
+        Group name of these events in the table (default ``"label_at[position]=label"``).
+    """
+
+    scope = "node"
+    probability_needs = "marginals"
+
+    def __init__(self, position: int, label: int, *, on_short: str = "error", name: str | None = None):
+        self.position = check_int(position, "position")
+        self.label = check_int(label, "label", low=0)
+        self.on_short = check_option(on_short, "on_short", ("error", "skip"))
+        self.name = name or f"label_at[{self.position}]={self.label}"
+
+    def instances(self, pred):
+        if self.label >= pred.n_states:
+            raise ParameterError(f"LabelAt: `label` must be < n_states={pred.n_states}; got {self.label}")
+        items, nodes = _resolve_positions(pred, self.position, self.on_short, "LabelAt")
+        return EventInstances(items, nodes, np.full(items.shape[0], self.label, dtype=np.int64))
+
+    def outcomes(self, pred, events, y_true):
+        return y_true[events.node] == events.label
+
+    def probabilities(self, pred, events):
+        return pred.marginals[events.node, events.label]
+
+    def map_in_event(self, pred, events):
+        return pred.map_labels[events.node] == events.label
+
+    def __repr__(self):
+        return f"LabelAt(position={self.position}, label={self.label}, on_short={self.on_short!r})"
+
+
+class SpanEquals(EventKind):
+    """``E = {y : y[start:start + m] = labels}``, e.g. "letters 2-4 read 'ing'" (one per input).
+
+    Exact probability on chains by a constrained forward pass.
+
+    Parameters
+    ----------
+    start : int
+        First position of the span; negative values count from the end.
+    labels : sequence of int
+        The labels the span must take.
+    on_short : {'error', 'skip'}, default='error'
+        Items too short to hold the span: raise, or leave them out.
+    name : str, optional
+        Group name (default ``"span[start]=..."``).
+    """
+
+    scope = "item"
+
+    def __init__(self, start: int, labels, *, on_short: str = "error", name: str | None = None):
+        self.start = check_int(start, "start")
+        self.labels = as_int_array(np.asarray(labels), "labels", ndim=1, low=0, allow_empty=False)
+        self.on_short = check_option(on_short, "on_short", ("error", "skip"))
+        self.name = name or f"span[{self.start}]={'-'.join(map(str, self.labels.tolist()))}"
+
+    def _span_nodes(self, pred):
+        m = self.labels.shape[0]
+        lengths = pred.lengths
+        first = np.where(self.start < 0, lengths + self.start, self.start)
+        ok = (first >= 0) & (first + m <= lengths)
+        if not ok.all() and self.on_short == "error":
+            bad = int(np.flatnonzero(~ok)[0])
+            raise ParameterError(
+                f"SpanEquals: the span of length {m} at {self.start} does not fit in item {bad} "
+                f"(length {lengths[bad]}); pass on_short='skip' to leave such items out"
+            )
+        items = np.flatnonzero(ok).astype(np.int64)
+        return items, first[items]
+
+    def instances(self, pred):
+        if self.labels.max() >= pred.n_states:
+            raise ParameterError(f"SpanEquals: labels must be < n_states={pred.n_states}")
+        items, _ = self._span_nodes(pred)
+        minus = np.full(items.shape[0], -1, dtype=np.int64)
+        return EventInstances(items, minus, minus.copy())
+
+    def _matches(self, pred, events, labels):
+        _, first = self._span_nodes(pred)
+        pos = pred.item_offsets[:-1][events.item][:, None] + first[:, None] + np.arange(self.labels.shape[0])
+        return (labels[pos] == self.labels).all(axis=1) if pos.size else np.zeros(0, bool)
+
+    def outcomes(self, pred, events, y_true):
+        return self._matches(pred, events, y_true)
+
+    def map_in_event(self, pred, events):
+        return self._matches(pred, events, pred.map_labels)
+
+    def probabilities(self, pred, events):
+        from ..inference.chain import constrained_log_partition
+
+        _require_chain(pred, "SpanEquals")
+        _, first = self._span_nodes(pred)
+        m = self.labels.shape[0]
+        n = len(events)
+        positions = (first[:, None] + np.arange(m)).ravel()
+        allowed = np.zeros((n * m, pred.n_states), dtype=bool)
+        allowed[np.arange(n * m), np.tile(self.labels, n)] = True
+        logz = constrained_log_partition(
+            pred.potentials, events.item, np.arange(n + 1) * m, positions, allowed
+        )
+        return np.exp(np.minimum(logz - pred.log_partition[events.item], 0.0))
+
+    def __repr__(self):
+        return f"SpanEquals(start={self.start}, labels={self.labels.tolist()}, on_short={self.on_short!r})"
+
+
+class InLexicon(EventKind):
+    """``E = G``: "the labeling is an admissible word" (one per input).
+
+    Parameters
+    ----------
+    lexicon : Lexicon
+        The admissible labelings.
+    name : str, default='in_lexicon'
+    """
+
+    scope = "item"
+
+    def __init__(self, lexicon, *, name: str = "in_lexicon"):
+        from .lexicon import Lexicon
+
+        if not isinstance(lexicon, Lexicon):
+            raise ParameterTypeError(f"`lexicon` must be a Lexicon; got {describe(lexicon)}")
+        self.lexicon = lexicon
+        self.name = name
+
+    def outcomes(self, pred, events, y_true):
+        return self.lexicon.contains(y_true, pred.item_offsets)[events.item]
+
+    def map_in_event(self, pred, events):
+        return self.lexicon.contains(pred.map_labels, pred.item_offsets)[events.item]
+
+    def probabilities(self, pred, events):
+        _require_chain(pred, "InLexicon")
+        logm = self.lexicon.log_mass(pred.potentials)
+        return np.exp(np.minimum(logm - pred.log_partition, 0.0))[events.item]
+
+    def __repr__(self):
+        return f"InLexicon({self.lexicon!r})"
+
+
+class AnyLabel(EventKind):
+    """``E = {y : y_j = label for some j}``, e.g. "some region is labelled person" (one per input).
+
+    Exact on chains: one minus the probability that ``label`` is absent everywhere (a
+    constrained forward pass).
+
+    Parameters
+    ----------
+    label : int
+        The label asked about.
+    name : str, optional
+        Group name (default ``"any_label=label"``).
+    """
+
+    scope = "item"
+
+    def __init__(self, label: int, *, name: str | None = None):
+        self.label = check_int(label, "label", low=0)
+        self.name = name or f"any_label={self.label}"
+
+    def _any(self, pred, labels):
+        return _count_per_item(pred, labels == self.label) > 0
+
+    def instances(self, pred):
+        if self.label >= pred.n_states:
+            raise ParameterError(f"AnyLabel: `label` must be < n_states={pred.n_states}; got {self.label}")
+        return _per_item(pred)
+
+    def outcomes(self, pred, events, y_true):
+        return self._any(pred, y_true)[events.item]
+
+    def map_in_event(self, pred, events):
+        return self._any(pred, pred.map_labels)[events.item]
+
+    def probabilities(self, pred, events):
+        from ..inference.chain import constrained_log_partition
+
+        _require_chain(pred, "AnyLabel")
+        items = events.item
+        lengths = pred.lengths[items]
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        positions = np.concatenate([np.arange(L) for L in lengths]) if len(items) else np.zeros(0, np.int64)
+        allowed = np.ones((positions.shape[0], pred.n_states), dtype=bool)
+        allowed[:, self.label] = False
+        logz = constrained_log_partition(pred.potentials, items, offsets, positions, allowed)
+        absent = np.exp(np.minimum(logz - pred.log_partition[items], 0.0))
+        return np.clip(1.0 - absent, 0.0, 1.0)
+
+    def __repr__(self):
+        return f"AnyLabel(label={self.label})"
+
+
+class Predicate(EventKind):
+    """A user-defined event ``E = {y : func(y)}`` given by a Python predicate (one per input).
+
+    Its outcome (and whether the MAP satisfies it) is computed by calling ``func``; the
+    model cannot say how probable it is (``probabilities`` is NaN), so its calibrated
+    probability comes from the forecaster, fed with the MAP features and ``I[func(MAP)]``.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(labels) -> bool`` for one item's labels (a 1-d int array).
+    name : str
+        Group name of these events.
+    """
+
+    scope = "item"
+    probability_needs = "none"
+    has_probability = False
+
+    def __init__(self, func, name: str):
+        if not callable(func):
+            raise ParameterTypeError(f"`func` must be callable; got {describe(func)}")
+        self.func = func
+        self.name = str(name)
+
+    def _apply(self, pred, labels, items):
+        off = pred.item_offsets
+        out = np.empty(items.shape[0], dtype=bool)
+        for k, i in enumerate(items):
+            value = self.func(labels[off[i] : off[i + 1]])
+            if not isinstance(value, (bool, np.bool_)):
+                raise ParameterTypeError(
+                    f"predicate {self.name!r} must return a bool; got {describe(value)} for item {i}"
+                )
+            out[k] = value
+        return out
+
+    def outcomes(self, pred, events, y_true):
+        return self._apply(pred, y_true, events.item)
+
+    def map_in_event(self, pred, events):
+        return self._apply(pred, pred.map_labels, events.item)
+
+    def __repr__(self):
+        return f"Predicate({self.func!r}, name={self.name!r})"

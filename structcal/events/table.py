@@ -1,0 +1,395 @@
+"""EventTable: the pooled events of a batch, one row per event, and how to build it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .._validation import as_int_array, describe
+from ..exceptions import ParameterError, ParameterTypeError
+from .. import features as _features
+from .kinds import EventKind
+
+__all__ = ["EventTable", "build_events"]
+
+
+@dataclass(frozen=True)
+class EventTable:
+    """Events of a batch with their features, outcomes and raw model probabilities.
+
+    The pooled data of Algorithm 1: one row per event ``E`` of each input ``x``. Pooling,
+    grouping (by kind, position or label) and splitting (by input) are array operations.
+
+    Attributes
+    ----------
+    kind_names : tuple of str
+        Name of each event kind; ``kind`` indexes into it.
+    kind_scopes : tuple of str
+        ``"item"`` or ``"node"`` for each kind.
+    kind : ndarray of shape (n_events,), int64
+        Kind of each event.
+    item : ndarray of shape (n_events,), int64
+        Input (example) of each event.
+    node : ndarray of shape (n_events,), int64
+        Global node of per-node events, ``-1`` otherwise.
+    position : ndarray of shape (n_events,), int64
+        Position of per-node events within their input, ``-1`` otherwise.
+    label : ndarray of shape (n_events,), int64
+        Target label of per-node events (the MAP label for marginal events), ``-1``
+        otherwise.
+    X : ndarray of shape (n_events, n_features)
+        Feature values; a column a kind does not define holds 0 for that kind's rows
+        (see ``defined``).
+    feature_names : tuple of str
+        Name of each column of ``X``.
+    defined : ndarray of shape (n_kinds, n_features), bool
+        Which columns each kind defines.
+    outcome : ndarray of shape (n_events,), bool, or None
+        ``I[y in E]`` when true labelings were given.
+    raw : ndarray of shape (n_events,) or None
+        The model's own probability ``P_theta(E | x)`` (NaN where it has none), when
+        requested.
+    item_lengths : ndarray of shape (n_items,)
+        Number of nodes of every input of the batch.
+    """
+
+    kind_names: tuple
+    kind_scopes: tuple
+    kind: np.ndarray
+    item: np.ndarray
+    node: np.ndarray
+    position: np.ndarray
+    label: np.ndarray
+    X: np.ndarray
+    feature_names: tuple
+    defined: np.ndarray
+    outcome: np.ndarray | None
+    raw: np.ndarray | None
+    item_lengths: np.ndarray
+
+    @property
+    def n_events(self) -> int:
+        """Number of rows."""
+        return int(self.kind.shape[0])
+
+    @property
+    def n_items(self) -> int:
+        """Number of inputs of the batch the events come from."""
+        return int(self.item_lengths.shape[0])
+
+    def __len__(self) -> int:
+        return self.n_events
+
+    def select(self, rows) -> "EventTable":
+        """The events selected by a boolean mask or an index array (same columns)."""
+        rows = np.asarray(rows)
+        if rows.dtype == np.bool_:
+            if rows.shape != (self.n_events,):
+                raise ParameterError(f"a boolean mask must have shape ({self.n_events},); got {rows.shape}")
+            rows = np.flatnonzero(rows)
+        rows = as_int_array(rows, "rows", ndim=1, low=0, high=max(self.n_events, 1))
+        return replace(
+            self,
+            kind=self.kind[rows], item=self.item[rows], node=self.node[rows],
+            position=self.position[rows], label=self.label[rows], X=self.X[rows],
+            outcome=None if self.outcome is None else self.outcome[rows],
+            raw=None if self.raw is None else self.raw[rows],
+        )
+
+    def columns(self, names) -> np.ndarray:
+        """The columns of ``X`` with the given names (a multi-column feature by its base name)."""
+        names = [names] if isinstance(names, str) else list(names)
+        idx = []
+        for name in names:
+            hit = [i for i, f in enumerate(self.feature_names) if f == name or f.startswith(name + "[")]
+            if not hit:
+                raise ParameterError(f"no feature column {name!r}; columns: {list(self.feature_names)}")
+            idx.extend(hit)
+        return self.X[:, idx]
+
+    def group_codes(self, by) -> tuple[np.ndarray, list]:
+        """Group of each event and the group names.
+
+        Parameters
+        ----------
+        by : {'kind', 'position', 'label', 'length'} or array-like of shape (n_events,)
+            ``length`` is the length of the event's input.
+        """
+        if isinstance(by, str):
+            if by == "kind":
+                return self.kind, list(self.kind_names)
+            if by in ("position", "label"):
+                values = getattr(self, by)
+            elif by == "length":
+                values = self.item_lengths[self.item]
+            else:
+                raise ParameterError(
+                    f"`by` must be 'kind', 'position', 'label', 'length' or an array; got {by!r}"
+                )
+        else:
+            values = np.asarray(by)
+            if values.shape != (self.n_events,):
+                raise ParameterError(f"`by` array must have shape ({self.n_events},); got {values.shape}")
+        names, codes = np.unique(values, return_inverse=True)
+        return codes.astype(np.int64), names.tolist()
+
+    def group_by(self, by) -> dict:
+        """Split into one table per group (see :meth:`group_codes`).
+
+        Grouping by kind also drops the columns a kind does not define.
+        """
+        codes, names = self.group_codes(by)
+        out = {}
+        for g, name in enumerate(names):
+            sub = self.select(codes == g)
+            if isinstance(by, str) and by == "kind":
+                sub = sub._only_kind(g)
+            if sub.n_events:
+                out[name] = sub
+        return out
+
+    def _only_kind(self, k: int) -> "EventTable":
+        keep = np.flatnonzero(self.defined[k])
+        return replace(
+            self, X=self.X[:, keep],
+            feature_names=tuple(self.feature_names[i] for i in keep),
+            defined=self.defined[:, keep],
+        )
+
+    def split_items(self, items) -> tuple["EventTable", "EventTable"]:
+        """``(events of the given inputs, events of the other inputs)``."""
+        items = as_int_array(np.asarray(items), "items", ndim=1, low=0, high=max(self.n_items, 1))
+        mask = np.zeros(self.n_items, dtype=bool)
+        mask[items] = True
+        inside = mask[self.item]
+        return self.select(inside), self.select(~inside)
+
+    @staticmethod
+    def concat(tables) -> "EventTable":
+        """Stack tables built from the same batch with the same kinds and features."""
+        tables = list(tables)
+        if not tables:
+            raise ParameterError("`tables` must not be empty")
+        first = tables[0]
+        for t in tables[1:]:
+            if t.kind_names != first.kind_names or t.feature_names != first.feature_names:
+                raise ParameterError("tables must have the same kinds and feature columns to be concatenated")
+        cat = lambda name: np.concatenate([getattr(t, name) for t in tables])  # noqa: E731
+        has = lambda name: all(getattr(t, name) is not None for t in tables)  # noqa: E731
+        return replace(
+            first, kind=cat("kind"), item=cat("item"), node=cat("node"),
+            position=cat("position"), label=cat("label"), X=np.concatenate([t.X for t in tables]),
+            outcome=cat("outcome") if has("outcome") else None,
+            raw=cat("raw") if has("raw") else None,
+        )
+
+    def __repr__(self) -> str:
+        counts = np.bincount(self.kind, minlength=len(self.kind_names))
+        kinds = ", ".join(f"{n}: {c}" for n, c in zip(self.kind_names, counts))
+        return (
+            f"EventTable(n_events={self.n_events} ({kinds}), n_features={self.X.shape[1]}, "
+            f"outcome={'yes' if self.outcome is not None else 'no'})"
+        )
+
+
+def _y_true_iv(pred, y_true) -> np.ndarray:
+    if isinstance(y_true, (list, tuple)) and (len(y_true) == 0 or not np.isscalar(y_true[0])):
+        if len(y_true) != pred.n_items:
+            raise ParameterError(
+                f"`y_true` must hold one labeling per input ({pred.n_items}); got {len(y_true)}"
+            )
+        parts = []
+        for i, (lab, L) in enumerate(zip(y_true, pred.lengths)):
+            lab = as_int_array(np.asarray(lab), f"y_true[{i}]", ndim=1, low=0, high=pred.n_states)
+            if lab.shape[0] != L:
+                raise ParameterError(f"`y_true[{i}]` must have length {L}; got {lab.shape[0]}")
+            parts.append(lab)
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return as_int_array(
+        y_true, "y_true", ndim=1, shape=(pred.n_nodes,), low=0, high=pred.n_states
+    )
+
+
+def _feature_plan(kinds, features):
+    """For each kind, the list of Feature objects to compute."""
+    plans = []
+    for kind in kinds:
+        if isinstance(features, dict):
+            if kind.name not in features:
+                raise ParameterError(f"`features` has no entry for event kind {kind.name!r}")
+            names = features[kind.name]
+        elif isinstance(features, str):
+            groups = _features.FEATURE_GROUPS[kind.scope]
+            if features == "table1":
+                names = groups["all"]
+            elif features == "all":
+                names = groups["all"] + ["map_in_event"] + (["raw"] if kind.has_probability else [])
+            else:
+                raise ParameterError(
+                    f"`features` must be 'all', 'table1', a list of names or a dict; got {features!r}"
+                )
+        else:
+            names = list(features)
+        plan = [f for f in (_features.resolve(n, kind.scope) for n in names) if f is not None]
+        plans.append(plan)
+    if not isinstance(features, (str, dict)):
+        used = {f.name for plan in plans for f in plan}
+        for n in features:
+            if _features.base_name(n) not in used:
+                raise ParameterError(
+                    f"feature {n!r} applies to none of the event kinds "
+                    f"{[k.name for k in kinds]} (scopes {[k.scope for k in kinds]})"
+                )
+    for kind, plan in zip(kinds, plans):
+        if not plan:
+            raise ParameterError(f"no feature applies to event kind {kind.name!r}")
+    return plans
+
+
+def build_events(
+    pred,
+    kinds,
+    *,
+    y_true=None,
+    features="all",
+    lexicon=None,
+    label_set=None,
+    label_names=None,
+    raw: bool = True,
+) -> EventTable:
+    """Build the events ``I(x)`` of every input of a prediction, with features and outcomes.
+
+    Parameters
+    ----------
+    pred : StructuredPrediction
+        Potentials of the batch with lazily computed inference.
+    kinds : sequence of EventKind
+        The event set ``I(x)``, e.g. ``[MAPEvent(), MarginalEvent()]``.
+    y_true : array-like of shape (n_nodes,) or list of array-like, optional
+        True labelings; fills the ``outcome`` column.
+    features : 'all', 'table1', list of str or Feature, or dict, default='all'
+        ``'table1'``: every Table 1 feature of each kind's scope; ``'all'``: those plus
+        ``raw`` and ``map_in_event``. A list is applied to every kind where a feature's
+        scope fits (a name that fits no kind is an error); a dict maps kind names to lists.
+    lexicon : Lexicon, optional
+        Admissible labelings G (needed by ``phi_mp2``).
+    label_set : array-like of int, optional
+        Confusable labels L for ``phi_mp6`` (default: every label).
+    label_names : sequence of str, optional
+        Display names of labels, used in the names of ``phi_mp6`` columns.
+    raw : bool, default=True
+        Also fill the ``raw`` column (the model's probability of each event; needs
+        marginals for most kinds).
+
+    Returns
+    -------
+    EventTable
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from structcal import ChainPotentials, StructuredPrediction
+    >>> from structcal.events import MAPEvent, MarginalEvent, build_events
+    >>> p = ChainPotentials.from_list([np.log([[0.6, 0.4], [0.3, 0.7]])], np.zeros((2, 2)))
+    >>> t = build_events(StructuredPrediction(p), [MAPEvent(), MarginalEvent()],
+    ...                  y_true=[0, 0], features=["phi_mp1", "phi_mg2"])
+    >>> t.feature_names, t.outcome.tolist(), np.round(t.raw, 2).tolist()
+    (('phi_mp1', 'phi_mg2'), [False, True, False], [0.42, 0.6, 0.7])
+    """
+    from ..prediction import StructuredPrediction
+
+    if not isinstance(pred, StructuredPrediction):
+        raise ParameterTypeError(f"`pred` must be a StructuredPrediction; got {describe(pred)}")
+    if isinstance(kinds, EventKind):
+        kinds = [kinds]
+    kinds = list(kinds)
+    if not kinds:
+        raise ParameterError("`kinds` must list at least one event kind")
+    for k in kinds:
+        if not isinstance(k, EventKind):
+            raise ParameterTypeError(f"event kinds must be EventKind instances; got {describe(k)}")
+    names = [k.name for k in kinds]
+    if len(set(names)) != len(names):
+        raise ParameterError(f"event kind names must be unique; got {names}")
+    if label_set is not None:
+        label_set = as_int_array(np.asarray(label_set), "label_set", ndim=1, low=0, high=pred.n_states)
+    if y_true is not None:
+        y_true = _y_true_iv(pred, y_true)
+    plans = _feature_plan(kinds, features)
+    for kind, plan in zip(kinds, plans):
+        for f in plan:
+            if "unstructured_scores" in f.requires and pred.unstructured_scores is None:
+                raise ParameterError(
+                    f"feature {f.name!r} needs the scores of an unstructured classifier: pass "
+                    "unstructured_scores= to StructuredPrediction"
+                )
+            if "lexicon" in f.requires and lexicon is None:
+                raise ParameterError(f"feature {f.name!r} needs a `lexicon`")
+
+    blocks = []
+    columns: list[str] = []
+    for k, (kind, plan) in enumerate(zip(kinds, plans)):
+        events = kind.instances(pred)
+        ctx = _features.FeatureContext(pred, kind, events, lexicon, label_set, label_names)
+        values, names_k = [], []
+        for f in plan:
+            v = np.asarray(f.func(ctx), dtype=np.float64)
+            v = v.reshape(len(events), -1)
+            cols = f.column_names(ctx)
+            if v.shape[1] != len(cols):
+                raise ParameterError(
+                    f"feature {f.name!r} returned {v.shape[1]} columns but declares {len(cols)}"
+                )
+            bad = ~np.isfinite(v)
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                why = " (this event kind has no model probability)" if f.name == "raw" else ""
+                raise ParameterError(
+                    f"feature {cols[c]!r} is not finite ({v[r, c]}) for event {r} of kind "
+                    f"{kind.name!r} (item {events.item[r]}){why}"
+                )
+            values.append(v)
+            names_k.extend(cols)
+        for c in names_k:
+            if c not in columns:
+                columns.append(c)
+        blocks.append((kind, events, ctx, np.hstack(values) if values else np.zeros((len(events), 0)), names_k))
+
+    n_total = sum(len(b[1]) for b in blocks)
+    X = np.zeros((n_total, len(columns)))
+    defined = np.zeros((len(kinds), len(columns)), dtype=bool)
+    parts = {key: [] for key in ("kind", "item", "node", "label", "outcome", "raw")}
+    row = 0
+    for k, (kind, events, ctx, values, names_k) in enumerate(blocks):
+        n = len(events)
+        idx = [columns.index(c) for c in names_k]
+        X[row : row + n, idx] = values
+        defined[k, idx] = True
+        parts["kind"].append(np.full(n, k, dtype=np.int64))
+        parts["item"].append(events.item)
+        parts["node"].append(events.node)
+        parts["label"].append(events.label)
+        if y_true is not None:
+            parts["outcome"].append(np.asarray(kind.outcomes(pred, events, y_true), dtype=bool))
+        if raw:
+            parts["raw"].append(np.asarray(ctx.memo("raw", lambda: kind.probabilities(pred, events)), dtype=np.float64))
+        row += n
+    node = np.concatenate(parts["node"])
+    item = np.concatenate(parts["item"])
+    position = np.where(node >= 0, node - pred.item_offsets[:-1][item], -1)
+    return EventTable(
+        kind_names=tuple(names),
+        kind_scopes=tuple(k.scope for k in kinds),
+        kind=np.concatenate(parts["kind"]),
+        item=item,
+        node=node,
+        position=position,
+        label=np.concatenate(parts["label"]),
+        X=X,
+        feature_names=tuple(columns),
+        defined=defined,
+        outcome=np.concatenate(parts["outcome"]) if y_true is not None else None,
+        raw=np.concatenate(parts["raw"]) if raw else None,
+        item_lengths=pred.lengths.copy(),
+    )

@@ -1,0 +1,338 @@
+"""Region forecasters: map event features to calibrated probabilities (Kuleshov & Liang §4).
+
+A region forecaster partitions feature space into regions and forecasts, for an event,
+the fraction of positive events in its region: the k nearest recalibration events
+(:class:`KNNRegionForecaster`) or the leaf of a regression tree
+(:class:`TreeRegionForecaster`). Small regions are sharp but noisy; the region size (k or
+the minimum leaf size) is chosen by 10-fold cross-validation of the l2 loss over 5..500 in
+steps of 5, as in the paper. Both are scikit-learn binary classifiers: ``fit(X, y)`` with
+``y`` the event outcomes, ``predict_proba(X)[:, 1]`` the calibrated probabilities.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.model_selection import KFold
+from sklearn.tree import DecisionTreeRegressor
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._knn import knn_batch
+from ._validation import check_random_state
+
+__all__ = ["KNNRegionForecaster", "TreeRegionForecaster", "SingleClassWarning", "PAPER_GRID"]
+
+#: The paper's grid of region sizes: 5, 10, ..., 500.
+PAPER_GRID = tuple(range(5, 501, 5))
+
+
+class SingleClassWarning(UserWarning):
+    """A forecaster was fit on events that all have the same outcome."""
+
+
+def _check_grid(grid, name):
+    values = np.asarray(list(grid))
+    if values.ndim != 1 or values.size == 0 or not np.issubdtype(values.dtype, np.integer):
+        raise ValueError(f"`{name}` must be a non-empty sequence of integers; got {grid!r}")
+    if values.min() < 1:
+        raise ValueError(f"`{name}` entries must be >= 1; got {values.min()}")
+    return np.unique(values.astype(np.int64))
+
+
+def _check_choice(value, name, grid_name):
+    if isinstance(value, str):
+        if value != "cv":
+            raise ValueError(f"`{name}` must be 'cv' or a positive integer; got {value!r}")
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be 'cv' or a positive integer; got {value!r}")
+    return int(value)
+
+
+class _BinaryForecaster(ClassifierMixin, BaseEstimator):
+    """Shared fit/predict plumbing: two classes (or one, with a warning), probabilities out."""
+
+    def _fit_targets(self, X, y):
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+        self.classes_, y01 = np.unique(y, return_inverse=True)
+        if self.classes_.shape[0] > 2:
+            raise ValueError(
+                f"{type(self).__name__} forecasts binary outcomes; got {self.classes_.shape[0]} "
+                f"classes {self.classes_[:5].tolist()}"
+            )
+        if self.classes_.shape[0] == 1:
+            warnings.warn(
+                f"{type(self).__name__} was fit on events that all have outcome "
+                f"{self.classes_[0]!r}: it forecasts that outcome with probability 1",
+                SingleClassWarning,
+                stacklevel=3,
+            )
+        return X, y01.astype(np.float64)
+
+    def predict_proba(self, X):
+        """Calibrated probabilities.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Event features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Column 1 is the probability of the positive outcome (``classes_[1]``). After a
+            fit on a single outcome there is one column of ones.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        if self.classes_.shape[0] == 1:
+            return np.ones((X.shape[0], 1))
+        p = self._positive_probability(X)
+        return np.column_stack([1.0 - p, p])
+
+    def predict(self, X):
+        """The more probable outcome of each event."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+
+class KNNRegionForecaster(_BinaryForecaster):
+    """k-nearest-neighbour region forecaster with fast cross-validated k.
+
+    Forecasts, for an event, the fraction of positive events among its ``k`` nearest
+    recalibration events in (standardised) feature space.
+
+    Parameters
+    ----------
+    n_neighbors : 'cv' or int, default='cv'
+        ``k``, or ``'cv'`` to choose it by ``cv``-fold cross-validation of the l2 loss
+        over ``k_grid``.
+    k_grid : sequence of int, default=PAPER_GRID
+        Candidate values of ``k`` (5, 10, ..., 500); values above the size of a training
+        fold are dropped.
+    cv : int, default=10
+        Number of cross-validation folds.
+    scale : bool, default=True
+        Standardise features (zero mean, unit variance; constant features left as they
+        are) before measuring distances.
+    random_state : int, Generator or None, default=None
+        Seeds the fold assignment and the order in which tied neighbours are taken.
+
+    Attributes
+    ----------
+    n_neighbors_ : int
+        The ``k`` used.
+    cv_results_ : dict or None
+        ``{"k": grid, "l2": mean held-out l2 loss per k}`` when ``n_neighbors='cv'``.
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+
+    Notes
+    -----
+    Cross-validation needs one neighbour query: each event's nearest events are found
+    once among *all* events (enough of them to leave ``max(k_grid)`` outside the event's
+    own fold), those of its own fold are dropped, and the held-out forecast for every
+    ``k`` is read off the cumulative sums of the neighbours' outcomes. This gives exactly
+    the forecasts of ``cv`` separate fits at every ``k``, at the cost of a single query.
+    Neighbours are exact (brute force in a Numba kernel); ties in distance are broken by
+    a random (seeded) order of the training events.
+
+    References
+    ----------
+    V. Kuleshov, P. Liang, *Calibrated Structured Prediction*, NIPS 2015, §4.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from structcal.forecasters import KNNRegionForecaster
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.random((2000, 1))
+    >>> y = rng.random(2000) < x[:, 0] ** 2          # true probability x^2
+    >>> f = KNNRegionForecaster(random_state=0).fit(x, y)
+    >>> p = f.predict_proba([[0.5]])[0, 1]
+    >>> bool(abs(p - 0.25) < 0.1), 5 <= f.n_neighbors_ <= 500
+    (True, True)
+    """
+
+    def __init__(self, n_neighbors="cv", *, k_grid=PAPER_GRID, cv=10, scale=True, random_state=None):
+        self.n_neighbors = n_neighbors
+        self.k_grid = k_grid
+        self.cv = cv
+        self.scale = scale
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit on event features ``X`` and outcomes ``y`` (choosing k if ``'cv'``)."""
+        choice = _check_choice(self.n_neighbors, "n_neighbors", "k_grid")
+        grid = _check_grid(self.k_grid, "k_grid")
+        if isinstance(self.cv, (bool, np.bool_)) or not isinstance(self.cv, numbers.Integral) or self.cv < 2:
+            raise ValueError(f"`cv` must be an integer >= 2; got {self.cv!r}")
+        X, y01 = self._fit_targets(X, y)
+        rng = check_random_state(self.random_state)
+        n = X.shape[0]
+        self.mean_ = X.mean(axis=0) if self.scale else np.zeros(X.shape[1])
+        std = X.std(axis=0) if self.scale else np.ones(X.shape[1])
+        self.scale_ = np.where(std > 0, std, 1.0)
+        order = rng.permutation(n)  # random tie-breaking among equidistant events
+        self._X = np.ascontiguousarray((X[order] - self.mean_) / self.scale_)
+        self._y = y01[order]
+        self._X_t = np.ascontiguousarray(self._X.T)
+        self.cv_results_ = None
+        if choice == "cv":
+            cv = min(int(self.cv), n) if n >= 2 else 2
+            if n < 2:
+                self.n_neighbors_ = 1
+            else:
+                self.n_neighbors_, self.cv_results_ = self._cross_validate(grid, cv, rng)
+        else:
+            self.n_neighbors_ = int(min(choice, n))
+        return self
+
+    def _neighbors(self, Xq, k):
+        n_ref = self._X.shape[0]
+        k = int(min(k, n_ref))
+        idx = np.empty((Xq.shape[0], k), dtype=np.int64)
+        dist = np.empty((Xq.shape[0], k))
+        knn_batch(
+            np.ascontiguousarray(Xq), self._X_t, k, 32, idx, dist,
+            work=Xq.shape[0] * n_ref * max(Xq.shape[1], 1) // 64,
+        )
+        return idx
+
+    def _cross_validate(self, grid, cv, rng):
+        n = self._X.shape[0]
+        folds = rng.permutation(n) % cv
+        fold_size = np.bincount(folds, minlength=cv)
+        k_max = int(min(grid.max(), n - fold_size.max()))
+        grid = grid[grid <= k_max]
+        if grid.size == 0:
+            grid = np.array([max(k_max, 1)])
+            k_max = int(grid[0])
+        # enough neighbours that k_max of them lie outside the query's fold (re-query the rest)
+        k_query = int(min(n, np.ceil(k_max * cv / (cv - 1) * 1.1) + 2 * cv + 1))
+        idx = self._neighbors(self._X, k_query)
+        valid = folds[idx] != folds[:, None]
+        short = np.flatnonzero(valid.sum(axis=1) < k_max)
+        first = np.argsort(~valid, axis=1, kind="stable")[:, :k_max]
+        nb = np.take_along_axis(idx, first, axis=1)
+        if short.size:
+            idx_s = self._neighbors(self._X[short], n)
+            valid_s = folds[idx_s] != folds[short][:, None]
+            nb[short] = np.take_along_axis(
+                idx_s, np.argsort(~valid_s, axis=1, kind="stable")[:, :k_max], axis=1
+            )
+        cum = np.cumsum(self._y[nb], axis=1)
+        forecasts = cum[:, grid - 1] / grid
+        loss = ((forecasts - self._y[:, None]) ** 2).mean(axis=0)
+        best = int(np.flatnonzero(loss <= loss.min() + 1e-15)[-1])  # ties: the larger k
+        return int(grid[best]), {"k": grid, "l2": loss}
+
+    def _positive_probability(self, X):
+        Xs = (X - self.mean_) / self.scale_
+        idx = self._neighbors(Xs, self.n_neighbors_)
+        return self._y[idx].mean(axis=1)
+
+
+class TreeRegionForecaster(_BinaryForecaster):
+    """Decision-tree region forecaster with cross-validated minimum leaf size.
+
+    Forecasts, for an event, the fraction of positive events in its leaf of a regression
+    tree grown on the recalibration events (l2 splitting criterion).
+
+    Parameters
+    ----------
+    min_samples_leaf : 'cv' or int, default='cv'
+        Minimum number of events per leaf, or ``'cv'`` to choose it by ``cv``-fold
+        cross-validation of the l2 loss over ``leaf_grid``.
+    leaf_grid : sequence of int, default=PAPER_GRID
+        Candidate minimum leaf sizes (5, 10, ..., 500); values above half a training
+        fold are dropped.
+    cv : int, default=10
+        Number of cross-validation folds.
+    max_depth : int or None, default=None
+        Passed to the tree.
+    random_state : int, Generator or None, default=None
+        Seeds the folds and the trees' tie-breaking.
+
+    Attributes
+    ----------
+    min_samples_leaf_ : int
+        The leaf size used.
+    tree_ : sklearn.tree.DecisionTreeRegressor
+        The fitted tree.
+    cv_results_ : dict or None
+        ``{"min_samples_leaf": grid, "l2": mean held-out l2 loss}`` when cross-validated.
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+
+    Notes
+    -----
+    Unlike k-NN, each leaf size needs its own fits (``len(leaf_grid) * cv`` trees), which
+    is quick for a few thousand events or a few features and takes tens of seconds for
+    tens of thousands of events with many features. Trees suit categorical features
+    (the paper found them better than k-NN there).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from structcal.forecasters import TreeRegionForecaster
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.integers(0, 3, size=(3000, 1)).astype(float)   # a categorical feature
+    >>> y = rng.random(3000) < np.array([0.1, 0.5, 0.9])[x[:, 0].astype(int)]
+    >>> f = TreeRegionForecaster(leaf_grid=[5, 50, 500], random_state=0).fit(x, y)
+    >>> np.round(f.predict_proba([[0.0], [1.0], [2.0]])[:, 1], 1).tolist()
+    [0.1, 0.5, 0.9]
+    """
+
+    def __init__(self, min_samples_leaf="cv", *, leaf_grid=PAPER_GRID, cv=10, max_depth=None, random_state=None):
+        self.min_samples_leaf = min_samples_leaf
+        self.leaf_grid = leaf_grid
+        self.cv = cv
+        self.max_depth = max_depth
+        self.random_state = random_state
+
+    def _tree(self, m, seed):
+        return DecisionTreeRegressor(min_samples_leaf=int(m), max_depth=self.max_depth, random_state=seed)
+
+    def fit(self, X, y):
+        """Fit on event features ``X`` and outcomes ``y`` (choosing the leaf size if ``'cv'``)."""
+        choice = _check_choice(self.min_samples_leaf, "min_samples_leaf", "leaf_grid")
+        grid = _check_grid(self.leaf_grid, "leaf_grid")
+        if isinstance(self.cv, (bool, np.bool_)) or not isinstance(self.cv, numbers.Integral) or self.cv < 2:
+            raise ValueError(f"`cv` must be an integer >= 2; got {self.cv!r}")
+        X, y01 = self._fit_targets(X, y)
+        rng = check_random_state(self.random_state)
+        seed = int(rng.integers(0, 2**31 - 1))
+        n = X.shape[0]
+        self.cv_results_ = None
+        if choice == "cv" and n >= 4:
+            cv = min(int(self.cv), n)
+            folds = KFold(n_splits=cv, shuffle=True, random_state=seed)
+            smallest_train = n - int(np.ceil(n / cv))
+            grid = grid[grid <= max(smallest_train // 2, 1)]
+            if grid.size == 0:
+                grid = np.array([1])
+            loss = np.zeros(grid.shape[0])
+            for train, test in folds.split(X):
+                for g, m in enumerate(grid):
+                    tree = self._tree(m, seed).fit(X[train], y01[train])
+                    loss[g] += ((tree.predict(X[test]) - y01[test]) ** 2).sum()
+            loss /= n
+            best = int(np.flatnonzero(loss <= loss.min() + 1e-15)[-1])  # ties: larger leaves
+            self.min_samples_leaf_ = int(grid[best])
+            self.cv_results_ = {"min_samples_leaf": grid, "l2": loss}
+        else:
+            self.min_samples_leaf_ = 1 if choice == "cv" else int(min(choice, n))
+        self.tree_ = self._tree(self.min_samples_leaf_, seed).fit(X, y01)
+        return self
+
+    def _positive_probability(self, X):
+        return np.clip(self.tree_.predict(X), 0.0, 1.0)
