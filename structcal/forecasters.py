@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.model_selection import KFold
 from sklearn.tree import DecisionTreeRegressor
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._knn import knn_batch
@@ -57,16 +58,18 @@ class _BinaryForecaster(ClassifierMixin, BaseEstimator):
 
     def _fit_targets(self, X, y):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
-        self.classes_, y01 = np.unique(y, return_inverse=True)
-        if self.classes_.shape[0] > 2:
+        y_type = type_of_target(y, input_name="y", raise_unknown=True)
+        if y_type != "binary":
             raise ValueError(
-                f"{type(self).__name__} forecasts binary outcomes; got {self.classes_.shape[0]} "
-                f"classes {self.classes_[:5].tolist()}"
+                f"Only binary classification is supported: {type(self).__name__} forecasts "
+                f"binary event outcomes; the type of the target is {y_type} with "
+                f"{np.unique(y).shape[0]} distinct values"
             )
+        self.classes_, y01 = np.unique(y, return_inverse=True)
         if self.classes_.shape[0] == 1:
             warnings.warn(
                 f"{type(self).__name__} was fit on events that all have outcome "
-                f"{self.classes_[0]!r}: it forecasts that outcome with probability 1",
+                f"{self.classes_[0].item()!r}: it forecasts that outcome with probability 1",
                 SingleClassWarning,
                 stacklevel=3,
             )

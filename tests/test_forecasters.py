@@ -1,0 +1,145 @@
+"""Region forecasters: fast CV equals explicit CV, known calibration maps, sklearn contract."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.tree import DecisionTreeRegressor
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from structcal.forecasters import KNNRegionForecaster, SingleClassWarning, TreeRegionForecaster
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("cv", [3, 10])
+def test_knn_fast_cv_equals_explicit_fold_fits(seed, cv):
+    rng = np.random.default_rng(100 + seed)
+    n = 600
+    X = rng.standard_normal((n, 3))
+    y = (rng.random(n) < 1 / (1 + np.exp(-2 * X[:, 0]))).astype(float)
+    grid = [1, 2, 5, 17, 40, 200, 500]
+    f = KNNRegionForecaster(k_grid=grid, cv=cv, random_state=seed).fit(X, y)
+    # the forecaster's own fold assignment: one permutation for tie order, one for folds
+    r = np.random.default_rng(seed)
+    order = r.permutation(n)
+    folds = r.permutation(n) % cv
+    Xs = ((X - X.mean(0)) / X.std(0))[order]
+    ys = y[order]
+    k_max = n - np.bincount(folds).max()
+    want = []
+    for k in [g for g in grid if g <= k_max]:
+        pred = np.empty(n)
+        for fold in range(cv):
+            tr, te = folds != fold, folds == fold
+            pred[te] = KNeighborsRegressor(k, algorithm="brute").fit(Xs[tr], ys[tr]).predict(Xs[te])
+        want.append(np.mean((pred - ys) ** 2))
+    np.testing.assert_array_equal(f.cv_results_["k"], [g for g in grid if g <= k_max])
+    np.testing.assert_allclose(f.cv_results_["l2"], want, rtol=1e-12)
+    assert f.n_neighbors_ == f.cv_results_["k"][np.argmin(f.cv_results_["l2"])]
+
+
+def test_knn_predictions_equal_neighbour_means():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 2))
+    y = rng.random(300) < 0.4
+    f = KNNRegionForecaster(n_neighbors=25).fit(X, y)
+    Q = rng.standard_normal((50, 2))
+    ref = KNeighborsRegressor(25, algorithm="brute").fit((X - f.mean_) / f.scale_, y.astype(float))
+    np.testing.assert_allclose(f.predict_proba(Q)[:, 1], ref.predict((Q - f.mean_) / f.scale_))
+
+
+@pytest.mark.parametrize("Forecaster", [KNNRegionForecaster, TreeRegionForecaster])
+def test_forecasts_recover_a_known_calibration_map(Forecaster):
+    """Events whose true probability is known: the forecasts approach it and are calibrated."""
+    rng = np.random.default_rng(7)
+    n = 6000
+    x = rng.random((n, 1))
+    truth = lambda v: 0.1 + 0.8 * v ** 2  # noqa: E731
+    y = rng.random(n) < truth(x[:, 0])
+    grid = list(range(5, 501, 5)) if Forecaster is KNNRegionForecaster else [5, 25, 50, 100, 200, 400]
+    kw = {"k_grid": grid} if Forecaster is KNNRegionForecaster else {"leaf_grid": grid}
+    f = Forecaster(random_state=0, **kw).fit(x, y)
+    xt = rng.random((20000, 1))
+    p = f.predict_proba(xt)[:, 1]
+    assert np.sqrt(np.mean((p - truth(xt[:, 0])) ** 2)) < 0.04
+    # calibration error on fresh events, measured with the true probabilities (no outcome
+    # noise): sum over forecast deciles of weight * (mean forecast - mean truth)^2
+    bins = np.clip((p * 10).astype(int), 0, 9)
+    t = truth(xt[:, 0])
+    err = sum(
+        (bins == b).mean() * (p[bins == b].mean() - t[bins == b].mean()) ** 2 for b in np.unique(bins)
+    )
+    assert err < 1e-3
+
+
+def test_tree_cv_equals_explicit_fits():
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 4, size=(400, 2)).astype(float)
+    y = (rng.random(400) < 0.2 + 0.15 * X[:, 0]).astype(float)
+    grid = [1, 10, 40, 100]
+    f = TreeRegionForecaster(leaf_grid=grid, cv=4, random_state=5).fit(X, y)
+    from sklearn.model_selection import KFold
+
+    seed = int(np.random.default_rng(5).integers(0, 2**31 - 1))
+    want = []
+    for m in f.cv_results_["min_samples_leaf"]:
+        loss = 0.0
+        for tr, te in KFold(4, shuffle=True, random_state=seed).split(X):
+            t = DecisionTreeRegressor(min_samples_leaf=int(m), random_state=seed).fit(X[tr], y[tr])
+            loss += ((t.predict(X[te]) - y[te]) ** 2).sum()
+        want.append(loss / 400)
+    np.testing.assert_allclose(f.cv_results_["l2"], want)
+    assert f.min_samples_leaf_ == f.cv_results_["min_samples_leaf"][np.argmin(want)]
+
+
+@pytest.mark.parametrize("Forecaster", [KNNRegionForecaster, TreeRegionForecaster])
+def test_deterministic_and_clonable(Forecaster):
+    rng = np.random.default_rng(1)
+    X = rng.integers(0, 3, size=(500, 2)).astype(float)  # many ties
+    y = rng.random(500) < 0.5
+    kw = {"k_grid": [5, 50]} if Forecaster is KNNRegionForecaster else {"leaf_grid": [5, 50]}
+    a = Forecaster(random_state=3, **kw).fit(X, y).predict_proba(X)
+    b = clone(Forecaster(random_state=3, **kw)).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("Forecaster", [KNNRegionForecaster, TreeRegionForecaster])
+def test_single_outcome_and_unfitted(Forecaster):
+    X = np.arange(20.0).reshape(-1, 1)
+    with pytest.raises(NotFittedError):
+        Forecaster().predict_proba(X)
+    with pytest.warns(SingleClassWarning, match="all have outcome True"):
+        f = Forecaster().fit(X, np.ones(20, bool))
+    np.testing.assert_array_equal(f.predict_proba(X), np.ones((20, 1)))
+    assert f.predict(X).tolist() == [True] * 20
+
+
+@pytest.mark.parametrize("Forecaster", [KNNRegionForecaster, TreeRegionForecaster])
+def test_bad_input(Forecaster):
+    X = np.arange(20.0).reshape(-1, 1)
+    y = np.arange(20) % 2
+    bad = X.copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        Forecaster().fit(bad, y)
+    with pytest.raises(ValueError, match="Only binary classification is supported"):
+        Forecaster().fit(X, np.arange(20) % 3)
+    f = Forecaster(**({"n_neighbors": 3} if Forecaster is KNNRegionForecaster else {"min_samples_leaf": 3})).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        f.predict_proba(np.zeros((2, 3)))
+    name = "n_neighbors" if Forecaster is KNNRegionForecaster else "min_samples_leaf"
+    with pytest.raises(ValueError, match=f"`{name}` must be 'cv' or a positive integer"):
+        Forecaster(**{name: 0}).fit(X, y)
+    with pytest.raises(ValueError, match="`cv` must be an integer >= 2"):
+        Forecaster(cv=1).fit(X, y)
+
+
+@parametrize_with_checks(
+    [KNNRegionForecaster(k_grid=[1, 3, 5]), TreeRegionForecaster(leaf_grid=[1, 3, 5])],
+    expected_failed_checks=lambda est: {
+        "check_classifiers_one_label": "single-outcome fits forecast that outcome with a SingleClassWarning (documented)",
+    },
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
