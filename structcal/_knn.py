@@ -10,7 +10,56 @@ loop runs over contiguous memory and vectorises.
 
 import numpy as np
 
-from ._numba import batch_kernel, prange
+from ._numba import batch_kernel, kernel, prange
+
+
+@kernel
+def _select_k(dist, k, cand, cand_d, sel, sel_d):
+    """Indices of the ``k`` smallest entries of ``dist`` (ties to the lower index), sorted.
+
+    A threshold at a slightly larger rank is first estimated on a strided sample of
+    ``dist``; the entries below it are gathered in one pass and only those are partitioned
+    and sorted. If the estimate was too low (rare), the exact partition of all of ``dist``
+    is used. ``cand``/``cand_d`` are (n,) scratch, ``sel``/``sel_d`` (k,) outputs.
+    """
+    n = dist.shape[0]
+    m = min(n, 4 * k + 512)
+    if m < n:
+        step = n // m
+        sample = dist[::step].copy()
+        rank = min(sample.shape[0] - 1, int(1.3 * k * sample.shape[0] / n) + 8)
+        guess = np.partition(sample, rank)[rank]
+    else:
+        guess = np.inf
+    c = 0
+    for j in range(n):
+        if dist[j] <= guess:
+            cand[c] = j
+            c += 1
+    if c < k:
+        guess = np.inf
+        c = n
+        for j in range(n):
+            cand[j] = j
+    for r in range(c):
+        cand_d[r] = dist[cand[r]]
+    tau = np.partition(cand_d[:c], k - 1)[k - 1]
+    # every candidate below tau, then the ties at tau in index order (cand is sorted)
+    q = 0
+    for r in range(c):
+        if cand_d[r] < tau:
+            sel[q] = cand[r]
+            q += 1
+    for r in range(c):
+        if q == k:
+            break
+        if cand_d[r] == tau:
+            sel[q] = cand[r]
+            q += 1
+    for r in range(k):
+        sel_d[r] = dist[sel[r]]
+    order = np.argsort(sel_d, kind="mergesort")  # stable: ties stay in index order
+    return order
 
 
 @batch_kernel
@@ -27,6 +76,8 @@ def knn_batch(queries, ref_t, k, chunk, out_idx, out_dist):
     n_chunks = (n_q + chunk - 1) // chunk
     for b in prange(n_chunks):
         dist = np.empty(n_ref)
+        cand = np.empty(n_ref, dtype=np.int64)
+        cand_d = np.empty(n_ref)
         sel = np.empty(k, dtype=np.int64)
         sel_d = np.empty(k)
         for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
@@ -37,22 +88,7 @@ def knn_batch(queries, ref_t, k, chunk, out_idx, out_dist):
                 for j in range(n_ref):
                     diff = ref_t[f, j] - x
                     dist[j] += diff * diff
-            # the k-th smallest distance, then every index below it and the first ties
-            tau = np.partition(dist, k - 1)[k - 1]
-            m = 0
-            for j in range(n_ref):
-                if dist[j] < tau:
-                    sel[m] = j
-                    m += 1
-            for j in range(n_ref):
-                if m == k:
-                    break
-                if dist[j] == tau:
-                    sel[m] = j
-                    m += 1
-            for r in range(k):
-                sel_d[r] = dist[sel[r]]
-            order = np.argsort(sel_d, kind="mergesort")  # stable: ties stay in index order
+            order = _select_k(dist, k, cand, cand_d, sel, sel_d)
             for r in range(k):
                 out_idx[q, r] = sel[order[r]]
                 out_dist[q, r] = sel_d[order[r]]
