@@ -5,8 +5,6 @@ builtin exception a generic handler would expect (``ValueError`` or ``TypeError`
 ``except ValueError`` keeps working.
 """
 
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
-
 __all__ = [
     "StructcalError",
     "ParameterError",
@@ -31,3 +29,13 @@ class ParameterTypeError(StructcalError, TypeError):
 
 class InfeasibleError(ParameterError):
     """A problem has no labeling of non-zero probability (every labeling scores ``-inf``)."""
+
+
+def __getattr__(name):
+    # scikit-learn's warning and error classes, re-exported so that sklearn's filters and
+    # handlers see structcal's; imported lazily to keep ``import structcal`` light
+    if name in ("ConvergenceWarning", "NotFittedError"):
+        from sklearn import exceptions
+
+        return getattr(exceptions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
