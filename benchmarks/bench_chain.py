@@ -8,8 +8,7 @@ object. JIT compilation is timed separately (first call in a fresh process). If
 python-crfsuite is installed (``pip install structcal[bench]``), CRFsuite's tagger is timed
 on the same words for comparison.
 
-Potentials come from the shipped likelihood ChainCRF when it exists, else from a
-Bernoulli naive Bayes letter model with bigram transitions fit on the train split.
+Potentials come from the shipped likelihood ChainCRF (``models/ocr_chain_crf``).
 
 Run: ``python benchmarks/bench_chain.py [--json] [--repeats 7] [--copies 10]``
 """
@@ -32,21 +31,12 @@ from structcal.inference import infer
 
 def ocr_potentials(copies: int):
     """OCR-shaped potentials: the test words repeated ``copies`` times."""
-    data = load_ocr()
-    train, test = data.split("train"), data.split("test")
-    try:
-        from structcal.crf import ChainCRF
-        from structcal.io import pretrained_path
+    from structcal.crf import ChainCRF
+    from structcal.io import pretrained_path
 
-        model = ChainCRF.load(pretrained_path("ocr_chain_crf"))
-        p = model.potentials(test.X)
-        source = "shipped ChainCRF (likelihood)"
-    except Exception:  # the trained model is not available in this checkout
-        from structcal.cli import _naive_bayes_chain
-
-        W, b, T, _ = _naive_bayes_chain(train)
-        p = ChainPotentials.from_scores(test.pixels @ W.T + b, test.lengths, T)
-        source = "naive Bayes letters + bigram transitions"
+    test = load_ocr("test")
+    p = ChainCRF.load(pretrained_path("ocr_chain_crf")).potentials(test.X)
+    source = "shipped ChainCRF ocr_chain_crf"
     unary = np.tile(p.unary, (copies, 1))
     lengths = np.tile(p.lengths, copies)
     big = ChainPotentials(unary, np.concatenate([[0], np.cumsum(lengths)]), p.pairwise)

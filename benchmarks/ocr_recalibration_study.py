@@ -14,7 +14,8 @@ For each shipped chain CRF (likelihood and max-margin), on the project-wide OCR 
   with phi_mg2, against the recalibration-set size (several random draws of words).
 
 The unstructured classifier behind phi_no1/phi_no2 is a linear SVM on single letters' pixels
-trained on the train split; the lexicon G is the set of training words; L(x) is every letter.
+trained on the train split; the lexicon G is the set of training words; L(x) is every letter
+(see ``structcal.demos.ocr_setup``).
 
 Run: ``python benchmarks/ocr_recalibration_study.py [--json] [--quick] [--draws 5]``
 (``--quick``: coarse CV grids, fewer sizes and draws, for a smoke run).
@@ -29,8 +30,8 @@ import time
 
 import numpy as np
 
-from structcal.datasets import load_ocr
-from structcal.events import Lexicon, MAPEvent, MarginalEvent, build_events
+from structcal.demos import ocr_setup
+from structcal.events import MAPEvent, MarginalEvent, build_events
 from structcal.features import FEATURE_GROUPS
 from structcal.forecasters import PAPER_GRID, KNNRegionForecaster, TreeRegionForecaster
 from structcal.recalibration import evaluate_events
@@ -48,47 +49,15 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def load_model(name, train):
-    """A shipped model by name, or ``naive_bayes`` (letters + bigrams, fit on ``train``)."""
-    if name == "naive_bayes":
-        from structcal import ChainPotentials
-        from structcal.cli import _naive_bayes_chain
-
-        from types import SimpleNamespace
-
-        W, b, T, _ = _naive_bayes_chain(train)
-
-        def potentials(X_list):
-            X = np.concatenate(X_list)
-            return ChainPotentials.from_scores(X @ W.T + b, [len(x) for x in X_list], T)
-
-        return SimpleNamespace(potentials=potentials)
-    from structcal.crf import ChainCRF
-    from structcal.io import pretrained_path
-
-    return ChainCRF.load(pretrained_path(name))
-
-
 def prepare(model_name):
     """Event tables (all features) of the recalibration pool and the test split."""
-    from sklearn.svm import LinearSVC
-
-    from structcal.prediction import StructuredPrediction
-
-    data = load_ocr()
-    train, pool, test = data.split("train"), data.split("recalibration"), data.split("test")
-    model = load_model(model_name, train)
-    svm = LinearSVC(C=0.1, dual=False).fit(train.pixels, train.labels)
-    lexicon = Lexicon(set(train.words), n_states=26, alphabet=train.alphabet)
+    setup = ocr_setup(model_name)
     tables = {}
-    accuracy = {}
-    for name, split in (("pool", pool), ("test", test)):
-        pred = StructuredPrediction(
-            model.potentials(split.X), unstructured_scores=svm.decision_function(split.pixels)
-        )
+    for name, split in (("pool", setup.recalibration), ("test", setup.test)):
+        pred = setup.predict(split)
         tables[name] = build_events(
             pred, [MAPEvent(), MarginalEvent()], y_true=split.labels, features="all",
-            lexicon=lexicon, label_names=train.alphabet,
+            lexicon=setup.lexicon, label_names=setup.train.alphabet,
         ).group_by("kind")
         if name == "test":
             correct = pred.map_labels == split.labels

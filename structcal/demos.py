@@ -1,0 +1,68 @@
+"""Ready-made set-ups for the shipped data and models (used by the CLI, notebooks, studies)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["OCRSetup", "ocr_setup"]
+
+
+@dataclass(frozen=True)
+class OCRSetup:
+    """A shipped OCR chain CRF with what its Table 1 features need.
+
+    Attributes
+    ----------
+    model : ChainCRF
+        The shipped model (trained on the ``train`` split).
+    letter_classifier : sklearn.svm.LinearSVC
+        Unstructured per-letter classifier on the raw pixels, fit on the ``train`` split
+        (its scores feed ``phi_no1`` and ``phi_no2``).
+    lexicon : Lexicon
+        The training words: the admissible outputs G of ``phi_mp2``.
+    train, recalibration, test : OCRWords
+        The project-wide splits (folds 0-2, 6-9 and 3-5).
+    """
+
+    model: object
+    letter_classifier: object
+    lexicon: object
+    train: object
+    recalibration: object
+    test: object
+
+    def predict(self, words):
+        """A :class:`~structcal.StructuredPrediction` of the model on ``words`` (OCRWords)."""
+        from .prediction import StructuredPrediction
+
+        return StructuredPrediction(
+            self.model.potentials(words.X),
+            unstructured_scores=self.letter_classifier.decision_function(words.pixels),
+        )
+
+
+def ocr_setup(model: str = "ocr_chain_crf") -> OCRSetup:
+    """Load a shipped OCR model and data, and fit the unstructured letter classifier.
+
+    Parameters
+    ----------
+    model : {'ocr_chain_crf', 'ocr_chain_crf_max_margin'}, default='ocr_chain_crf'
+        The shipped chain CRF (trained by maximum likelihood or as a structured SVM).
+
+    Returns
+    -------
+    OCRSetup
+    """
+    from sklearn.svm import LinearSVC
+
+    from .crf import ChainCRF
+    from .datasets import load_ocr
+    from .events import Lexicon
+    from .io import pretrained_path
+
+    data = load_ocr()
+    train = data.split("train")
+    crf = ChainCRF.load(pretrained_path(model))
+    svm = LinearSVC(C=0.1, dual=False).fit(train.pixels, train.labels)
+    lexicon = Lexicon(set(train.words), n_states=len(train.alphabet), alphabet=train.alphabet)
+    return OCRSetup(crf, svm, lexicon, train, data.split("recalibration"), data.split("test"))
