@@ -137,6 +137,22 @@ def bin_stats(s, y, w, use_w, edges, uniform, convex):
 
 
 @kernel
+def bin_index(s, edges, uniform):
+    """Hard-mapping bin of each score, with the conventions of :func:`bin_stats`."""
+    n_bins = edges.shape[0] - 1
+    out = np.empty(s.shape[0], dtype=np.int64)
+    if uniform:
+        for i in range(s.shape[0]):
+            out[i] = min(int(s[i] * n_bins), n_bins - 1)
+    else:
+        n_cells = 4 * n_bins + 64
+        table = _count_table(edges, 1, n_bins, n_cells)
+        for i in range(s.shape[0]):
+            out[i] = _upper_count(edges, 1, n_bins, table, n_cells, s[i])
+    return out
+
+
+@kernel
 def sorted_quantile_edges(s_sorted, w, use_w, n_bins):
     """Equal-mass bin edges from scores sorted in increasing order.
 
