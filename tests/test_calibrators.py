@@ -567,3 +567,13 @@ def test_hyperparameter_validation():
     cal = SplineCalib(n_knots=200, random_state=0).fit(s, y)
     np.testing.assert_array_equal(cal.maps_[0].knots, s)
     assert clone(cal).get_params() == cal.get_params()
+
+
+def test_docstring_examples():
+    import doctest
+
+    from structcal.calibrators import binning, isotonic, platt, scaling, spline
+
+    for module in (binning, isotonic, platt, scaling, spline):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

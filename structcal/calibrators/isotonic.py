@@ -82,7 +82,7 @@ class IsotonicCalibration(ScoreCalibrator):
     >>> from structcal.calibrators import IsotonicCalibration
     >>> cal = IsotonicCalibration().fit([0.1, 0.2, 0.3, 0.4], [0, 1, 0, 1])
     >>> cal.predict_proba([0.1, 0.25, 0.4])[:, 1]
-    array([0.  , 0.5 , 1.  ])
+    array([0. , 0.5, 1. ])
     """
 
     def _fit_column(self, s, outcome, w, column):
