@@ -485,14 +485,22 @@ def test_bootstrap_matches_explicit_resampling_in_distribution():
 
 
 def test_bootstrap_counts_are_multinomial():
-    counts = np.empty(1000)
-    _kernels.draw_weights(np.uint64(123), np.zeros(1), False, counts)
-    assert counts.sum() == 1000
-    assert 0.3 < np.mean(counts == 0) < 0.44  # about exp(-1)
-    w = np.linspace(0, 2, 1000)
-    weighted = np.empty(1000)
-    _kernels.draw_weights(np.uint64(123), w, True, weighted)
+    n = 50_000  # several blocks
+    counts = np.empty(n)
+    _kernels.draw_weights(np.uint32(123), np.zeros(1), False, counts)
+    assert counts.sum() == n
+    assert np.mean(counts == 0) == pytest.approx(np.exp(-1), abs=0.01)
+    assert np.mean(counts == 2) == pytest.approx(np.exp(-1) / 2, abs=0.01)
+    # every block receives its share of draws
+    blocks = counts[: 6 * 8192].reshape(6, 8192).sum(1)
+    assert np.all(np.abs(blocks - 8192) < 5 * np.sqrt(8192))
+    w = np.linspace(0, 2, n)
+    weighted = np.empty(n)
+    _kernels.draw_weights(np.uint32(123), w, True, weighted)
     np.testing.assert_allclose(weighted, counts * w)
+    again = np.empty(n)
+    _kernels.draw_weights(np.uint32(123), np.zeros(1), False, again)
+    np.testing.assert_array_equal(again, counts)
 
 
 def test_classwise_bootstrap_resamples_rows_jointly():
@@ -609,3 +617,51 @@ def test_docstring_examples():
     for module in (calibration, scores):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_fused_resampling_equals_explicit_weights():
+    """The block-wise estimators see exactly the weights draw_weights produces."""
+    rng = np.random.default_rng(15)
+    n = 20_000
+    y, p = smoothstep_data(rng, n)
+    y = y.astype(float)
+    w = rng.random(n)
+    for use_w in (False, True):
+        full = np.empty(n)
+        _kernels.draw_weights(np.uint32(77), w, use_w, full)
+        for convex in (False, True):
+            edges = np.linspace(0, 1, 16)
+            ref = _kernels.bin_stats(p, y, full, True, edges, True, convex)
+            got = _kernels._resampled_fixed_bin_stats(np.uint32(77), p, y, w, use_w, edges,
+                                                       True, convex, np.empty(8192))
+            np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+        d1, n1 = np.zeros(257), np.zeros(257)
+        m1 = _kernels.kde_histograms(p, y, full, True, 257, True, d1, n1)
+        d2, n2 = np.zeros(257), np.zeros(257)
+        m2 = _kernels._resampled_kde_histograms(np.uint32(77), p, y, w, use_w, 257, True,
+                                                np.empty(8192), d2, n2)
+        np.testing.assert_allclose(d2, d1, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(n2, n1, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(m2, m1, rtol=1e-12)
+
+
+def test_bootstrap_does_not_depend_on_the_thread_count():
+    import numba
+
+    rng = np.random.default_rng(16)
+    y, p = smoothstep_data(rng, 5000)
+    results = []
+    threads = numba.get_num_threads()
+    try:
+        for t in sorted({1, threads}):
+            numba.set_num_threads(t)
+            results.append([
+                binned_calibration_error(y, p).confidence_interval(
+                    n_resamples=50, random_state=3).distribution,
+                kde_calibration_error(y, p).confidence_interval(
+                    n_resamples=20, random_state=3).distribution,
+            ])
+    finally:
+        numba.set_num_threads(threads)
+    for a, b in zip(results[0], results[-1]):
+        np.testing.assert_array_equal(a, b)

@@ -221,41 +221,51 @@ class _Problem:
         return spline_objective(self.first, self.vals, T, beta, self.y, self.w, pen)
 
 
-def _newton(problem, T, TT, lam, beta, max_iter, tol):
+def _newton(problem, T, TT, lam, beta, max_iter, tol, start=None):
     """Minimise loss(T beta) + lam/2 * |beta[1:]|^2 from ``beta``.
 
-    Returns ``(beta, n_steps, converged)``.
-
     Damped Newton: a step is accepted when it decreases the objective enough (Armijo),
-    else halved; the system at the accepted point gives the next step.
+    else halved; the system at the accepted point gives the next step. ``start`` may
+    hold the penalty-free (loss, gradient, Hessian) at ``beta`` from a previous call (on
+    a penalty path only the penalty changes). Returns ``(beta, n_steps, converged,
+    data_system)``, the last being ``start`` for the next call.
     """
     K = T.shape[1]
     pen = np.full(K, lam)
     pen[0] = 0.0
+    zero = np.zeros(K)
 
-    def system(b):
+    def data_system(b):
         return spline_newton_system(problem.first, problem.vals, T, TT, b, problem.y,
-                                    problem.w, pen)
+                                    problem.w, zero)
 
-    f, g, H = system(beta)
+    def penalised(system, b):
+        fd, gd, Hd = system
+        H = Hd.copy()
+        H[np.diag_indices(K)] += pen
+        return fd + 0.5 * float(b @ (pen * b)), gd + pen * b, H
+
+    current = data_system(beta) if start is None else start
+    f, g, H = penalised(current, beta)
     for it in range(max_iter):
         step, ok = cholesky_solve(H, g, 1e-12 * problem.total)
         if not ok:  # numerically indefinite (saturated fit): a gradient step instead
             step = g / max(float(np.abs(np.diag(H)).max()), 1e-12 * problem.total)
         dec = float(g @ step)
         if dec / 2 <= tol * problem.total:
-            return beta, it, True
+            return beta, it, True, current
         a = 1.0
         while True:
             nb = beta - a * step
-            fn, gn, Hn = system(nb)
+            cand = data_system(nb)
+            fn, gn, Hn = penalised(cand, nb)
             if fn <= f - 1e-4 * a * dec or a < 1e-10:
                 break
             a *= 0.5
         if a < 1e-10:
-            return beta, it, True
-        beta, f, g, H = nb, fn, gn, Hn
-    return beta, max_iter, False
+            return beta, it, True, current
+        beta, current, f, g, H = nb, cand, fn, gn, Hn
+    return beta, max_iter, False, current
 
 
 class SplineCalib(ScoreCalibrator):
@@ -427,9 +437,11 @@ class SplineCalib(ScoreCalibrator):
             train, test = split
             tr = _Problem.subset(first_u, vals_u, inverse, outcome, w, train, n_unique)
             te = _Problem.subset(first_u, vals_u, inverse, outcome, w, test, n_unique)
-            beta, losses, all_ok = beta0, np.empty(lambdas.shape[0]), True
+            beta, losses, all_ok, state = beta0, np.empty(lambdas.shape[0]), True, None
             for j, lam in enumerate(lambdas):
-                beta, _, ok = _newton(tr, T, TT, lam, beta, self.max_iter, self.tol)
+                # the validation loss needs ~1e-7 relative accuracy, not the final fit's
+                beta, _, ok, state = _newton(tr, T, TT, lam, beta, self.max_iter,
+                                             max(self.tol, 1e-9), state)
                 all_ok &= ok
                 losses[j] = te.objective(T, beta, zero_pen)
             return losses, all_ok
@@ -450,9 +462,10 @@ class SplineCalib(ScoreCalibrator):
                         np.bincount(inverse, weights=w * outcome, minlength=n_unique)
                         / np.bincount(inverse, weights=w, minlength=n_unique),
                         np.bincount(inverse, weights=w, minlength=n_unique))
-        beta = beta0
+        beta, state = beta0, None
         for lam in lambdas[: best + 1]:
-            beta, steps, ok = _newton(full, T, TT, lam, beta, self.max_iter, self.tol)
+            beta, steps, ok, state = _newton(full, T, TT, lam, beta, self.max_iter, self.tol,
+                                             state)
             self.n_iter_ = max(self.n_iter_, steps, 1)
         converged &= ok
         if not converged:

@@ -115,6 +115,19 @@ def _stats_convex(s, y, w, use_w, edges, uniform, stats):
 
 
 @kernel
+def accumulate_bin_stats(s, y, w, use_w, edges, uniform, convex, stats):
+    """Add the per-bin statistics of these samples to ``stats`` (see :func:`bin_stats`)."""
+    n_bins = edges.shape[0] - 1
+    # one loop per mode: a single loop with every branch compiles to much slower code
+    if convex:
+        _stats_convex(s, y, w, use_w, edges, uniform, stats)
+    elif uniform:
+        _stats_uniform(s, y, w, use_w, n_bins, stats)
+    else:
+        _stats_edges(s, y, w, use_w, edges, stats)
+
+
+@kernel
 def bin_stats(s, y, w, use_w, edges, uniform, convex):
     """Per-bin statistics of a binning with ``n_bins = len(edges) - 1`` bins.
 
@@ -124,15 +137,8 @@ def bin_stats(s, y, w, use_w, edges, uniform, convex):
     whose centres surround it, in proportion to its distance to them (all of it to the
     first/last bin below the first/above the last centre).
     """
-    n_bins = edges.shape[0] - 1
-    stats = np.zeros((N_STATS, n_bins))
-    # one loop per mode: a single loop with every branch compiles to much slower code
-    if convex:
-        _stats_convex(s, y, w, use_w, edges, uniform, stats)
-    elif uniform:
-        _stats_uniform(s, y, w, use_w, n_bins, stats)
-    else:
-        _stats_edges(s, y, w, use_w, edges, stats)
+    stats = np.zeros((N_STATS, edges.shape[0] - 1))
+    accumulate_bin_stats(s, y, w, use_w, edges, uniform, convex, stats)
     return stats
 
 
@@ -265,8 +271,9 @@ def kde_histograms(s, y, w, use_w, n_grid, residual, dens, numer):
 
 
 # ---------------------------------------------------------------------------------------
-# bootstrap: a counter-based generator so that each resample is reproducible from its own
-# seed, whatever the thread that runs it
+# bootstrap
+
+_BLOCK = 8192  # rows per block: a block's counts stay in the L1/L2 cache
 
 
 @kernel
@@ -279,20 +286,105 @@ def _splitmix64(state):
 
 
 @kernel
+def _block_counts(seed, n):
+    """Number of the ``n`` draws of a resample landing in each block of rows
+    (multinomial, by conditional binomials from Numba's generator seeded with ``seed``)."""
+    n_blocks = (n + _BLOCK - 1) // _BLOCK
+    counts = np.empty(n_blocks, dtype=np.int64)
+    np.random.seed(seed)
+    draws_left = n
+    rows_left = n
+    for b in range(n_blocks):
+        size = min(_BLOCK, n - b * _BLOCK)
+        if rows_left == size:
+            counts[b] = draws_left
+        else:
+            counts[b] = np.random.binomial(draws_left, size / rows_left)
+        draws_left -= counts[b]
+        rows_left -= size
+    return counts
+
+
+@kernel
+def _fill_block(state, count, w, use_w, start, buf):
+    """Multiplicities of ``count`` uniform draws among ``len(buf)`` rows (times
+    ``w[start:]`` when ``use_w``) into ``buf``; returns the generator state.
+
+    An index is ``(32 random bits * size) >> 32`` (SplitMix64 bits): bias below 2**-19.
+    """
+    size = buf.shape[0]
+    buf[:] = 0.0
+    usize = np.uint64(size)
+    for _ in range(count):
+        state, z = _splitmix64(state)
+        buf[np.int64(((z >> np.uint64(32)) * usize) >> np.uint64(32))] += 1.0
+    if use_w:
+        for k in range(size):
+            buf[k] *= w[start + k]
+    return state
+
+
+@kernel
+def _initial_state(seed):
+    return np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
+
+
+@kernel
 def draw_weights(seed, w, use_w, out):
     """Bootstrap weights: multiplicities of ``n`` uniform draws among ``n`` rows, times
-    ``w`` when ``use_w``."""
+    ``w`` when ``use_w``.
+
+    Multinomial resampling done cache-friendly: the draws per block of rows first, then
+    the draws within each block. A resample depends only on ``seed``, whichever thread
+    runs it. The fused estimators below consume the same weights block by block.
+    """
     n = out.shape[0]
-    out[:] = 0.0
-    state = np.uint64(seed)
-    scale = n * (1.0 / 9007199254740992.0)  # n / 2**53
-    for _ in range(n):
-        state, z = _splitmix64(state)
-        j = min(int((z >> np.uint64(11)) * scale), n - 1)
-        out[j] += 1.0
-    if use_w:
-        for i in range(n):
-            out[i] *= w[i]
+    counts = _block_counts(seed, n)
+    state = _initial_state(seed)
+    for b in range(counts.shape[0]):
+        start = b * _BLOCK
+        stop = min(start + _BLOCK, n)
+        state = _fill_block(state, counts[b], w, use_w, start, out[start:stop])
+
+
+@kernel
+def _resampled_fixed_bin_stats(seed, s, y, w, use_w, edges, uniform, convex, buf):
+    """Bin statistics of one resample (fixed edges), block by block from ``draw_weights``'
+    weights without materialising them."""
+    n = s.shape[0]
+    stats = np.zeros((N_STATS, edges.shape[0] - 1))
+    counts = _block_counts(seed, n)
+    state = _initial_state(seed)
+    for b in range(counts.shape[0]):
+        start = b * _BLOCK
+        stop = min(start + _BLOCK, n)
+        blk = buf[: stop - start]
+        state = _fill_block(state, counts[b], w, use_w, start, blk)
+        accumulate_bin_stats(s[start:stop], y[start:stop], blk, True, edges, uniform, convex,
+                             stats)
+    return stats
+
+
+@kernel
+def _resampled_kde_histograms(seed, s, y, w, use_w, n_grid, residual, buf, dens, numer):
+    """:func:`kde_histograms` of one resample, block by block."""
+    n = s.shape[0]
+    counts = _block_counts(seed, n)
+    state = _initial_state(seed)
+    tw = 0.0
+    ts = 0.0
+    tss = 0.0
+    for b in range(counts.shape[0]):
+        start = b * _BLOCK
+        stop = min(start + _BLOCK, n)
+        blk = buf[: stop - start]
+        state = _fill_block(state, counts[b], w, use_w, start, blk)
+        a, c, d = kde_histograms(s[start:stop], y[start:stop], blk, True, n_grid, residual,
+                                 dens, numer)
+        tw += a
+        ts += c
+        tss += d
+    return tw, ts, tss
 
 
 @parallel_kernel
@@ -300,22 +392,23 @@ def bootstrap_binned(s, y, w, use_w, seeds, n_bins, quantile, convex, n_chunks, 
     """Binned summaries (see :func:`summarize_bins`) of each bootstrap resample.
 
     With ``quantile`` the scores must be sorted (and ``y``, ``w`` permuted alike); the
-    equal-mass edges are recomputed on every resample. Resamples are processed in
-    ``n_chunks`` parallel chunks, each reusing one weight buffer.
+    equal-mass edges are recomputed on every resample (from a full weight vector).
+    Resamples are processed in ``n_chunks`` parallel chunks, each with its own buffers.
     """
     n = s.shape[0]
     R = seeds.shape[0]
     uniform_edges = np.linspace(0.0, 1.0, n_bins + 1)
-    buffers = np.empty((n_chunks, n))
     for c in prange(n_chunks):
-        wr = buffers[c]
+        full = np.empty(n if quantile else 0)
+        blk = np.empty(_BLOCK)
         for r in range(c * R // n_chunks, (c + 1) * R // n_chunks):
-            draw_weights(seeds[r], w, use_w, wr)
             if quantile:
-                edges = sorted_quantile_edges(s, wr, True, n_bins)
+                draw_weights(seeds[r], w, use_w, full)
+                edges = sorted_quantile_edges(s, full, True, n_bins)
+                stats = bin_stats(s, y, full, True, edges, False, convex)
             else:
-                edges = uniform_edges
-            stats = bin_stats(s, y, wr, True, edges, not quantile, convex)
+                stats = _resampled_fixed_bin_stats(seeds[r], s, y, w, use_w, uniform_edges,
+                                                   True, convex, blk)
             e, mc, l2, l2d = summarize_bins(stats)
             out[r, 0] = e
             out[r, 1] = mc
@@ -328,14 +421,12 @@ def bootstrap_kde_histograms(
     s, y, w, use_w, seeds, n_grid, residual, n_chunks, dens, numer, moments
 ):
     """Linear-binned histograms (see :func:`kde_histograms`) of each bootstrap resample."""
-    n = s.shape[0]
     R = seeds.shape[0]
-    buffers = np.empty((n_chunks, n))
     for c in prange(n_chunks):
-        wr = buffers[c]
+        blk = np.empty(_BLOCK)
         for r in range(c * R // n_chunks, (c + 1) * R // n_chunks):
-            draw_weights(seeds[r], w, use_w, wr)
-            a, b, m2 = kde_histograms(s, y, wr, True, n_grid, residual, dens[r], numer[r])
+            a, b, m2 = _resampled_kde_histograms(seeds[r], s, y, w, use_w, n_grid, residual,
+                                                 blk, dens[r], numer[r])
             moments[r, 0] = a
             moments[r, 1] = b
             moments[r, 2] = m2

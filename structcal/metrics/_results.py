@@ -106,10 +106,8 @@ def check_bootstrap_args(level, n_resamples, random_state):
 
 
 def bootstrap_seeds(rng: np.random.Generator, n_resamples: int) -> np.ndarray:
-    """One 64-bit seed per resample for the kernels' counter-based generator."""
-    return rng.integers(0, np.iinfo(np.int64).max, size=n_resamples, dtype=np.int64).astype(
-        np.uint64
-    )
+    """One 32-bit seed per resample (the kernels seed Numba's generator with it)."""
+    return rng.integers(0, 2**32, size=n_resamples, dtype=np.uint32)
 
 
 def percentile_interval(values, estimate, level, n_resamples) -> ConfidenceInterval:
