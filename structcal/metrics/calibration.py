@@ -811,9 +811,17 @@ def calibration_error(
     """The expected calibration error by structcal's recommended estimator.
 
     This is :func:`kde_calibration_error` with its defaults (Silverman's bandwidth,
-    smoothed residuals). ``benchmarks/ece_estimator_study.py`` supports the choice: over
-    Gaussian-mixture problems and four model types, its 95th-percentile relative error
-    is below the legacy 15-bin estimator's at every holdout size from 30 to 500.
+    smoothed residuals). ``benchmarks/ece_estimator_study.py`` (Posocco & Bonnefoy's
+    protocol at reduced scale: 32 score distributions from 4 model types on Gaussian
+    mixtures) supports the choice: the median 95th-percentile relative error of this
+    estimator is below the legacy 15-bin estimator's at every evaluation-set size from 30
+    to 500, in the confidence setting (e.g. 1.17 vs 1.60 at n = 100, 0.54 vs 0.62 at
+    n = 500) and in the class-wise one (0.92 vs 1.44, 0.42 vs 0.47), and from n = 100 on
+    it is the best of the ten estimators studied or within 1% of the best (at n = 30,
+    and n = 50 in the confidence setting, sqrt(n) uniform bins with convex mapping do
+    better). With fewer than a few
+    hundred forecasts every estimator's error exceeds the ECE itself: report the
+    interval (``confidence_interval()``), not just the number.
 
     Parameters
     ----------
