@@ -183,6 +183,29 @@ def run(args):
     return records, summary, elapsed
 
 
+def calibrated_bias(rng, sizes, reps):
+    """Mean estimate on perfectly calibrated forecasts (true ECE = 0): the plug-in bias."""
+    names = {
+        LEGACY: lambda y, p: binned_calibration_error(y, p).ece,
+        "KDE, smoothed labels (paper)": lambda y, p: kde_calibration_error(
+            y, p, smoothing="labels").ece,
+        "KDE, smoothed residuals (default)": lambda y, p: kde_calibration_error(y, p).ece,
+    }
+    out = {}
+    for dist in ("uniform", "beta(0.5, 3)"):
+        out[dist] = {name: [] for name in names}
+        for n in sizes:
+            vals = {name: [] for name in names}
+            for _ in range(reps if n < 100_000 else max(2, reps // 4)):
+                p = rng.random(n) if dist == "uniform" else rng.beta(0.5, 3, n)
+                y = (rng.random(n) < p).astype(np.int64)
+                for name, est in names.items():
+                    vals[name].append(est(y, p))
+            for name in names:
+                out[dist][name].append(float(np.mean(vals[name])))
+    return out
+
+
 def recommendation(summary, sizes):
     lines, verdict = [], {}
     for setting, table in summary.items():
@@ -230,6 +253,9 @@ def main(argv=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SparseBinsWarning)
         records, summary, elapsed = run(args)
+        bias_sizes = [100, 1000] if args.quick else [100, 1_000, 10_000, 100_000]
+        bias = calibrated_bias(np.random.default_rng(args.seed + 1), bias_sizes,
+                               3 if args.quick else 20)
     lines, verdict = recommendation(summary, args.sizes)
     out = {
         "protocol": {
@@ -242,6 +268,7 @@ def main(argv=None):
         },
         "median_p95_relative_error": summary,
         "verdict": verdict,
+        "calibrated_bias": {"sizes": bias_sizes, "mean_estimate": bias},
         "true_ece": [{k: r[k] for k in ("classes", "dim", "problem", "model", "setting",
                                         "true_ece", "accuracy")} for r in records],
         "seconds": elapsed,
@@ -263,6 +290,12 @@ def main(argv=None):
     truths = np.array([r["true_ece"] for r in records])
     print(f"\ntrue ECEs: median {np.median(truths):.3f}, range {truths.min():.3f}.."
           f"{truths.max():.3f}")
+    print("\nmean estimate on perfectly calibrated forecasts (true ECE = 0; y ~ Bernoulli(p))")
+    for dist, table in bias.items():
+        print(f"[p ~ {dist}]")
+        print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>10s}" for m in bias_sizes))
+        for name, vals in table.items():
+            print(f"{name:42s}" + "".join(f"{v:10.4f}" for v in vals))
     print("\n".join(["", "recommendation:"] + lines))
     return out
 

@@ -247,11 +247,14 @@ def test_natural_basis_matches_lucena_definition_and_bspline_form():
 def test_spline_map_equals_natural_basis_expansion_everywhere():
     rng = np.random.default_rng(1)
     s, y, _ = smooth_problem(rng, 3000)
-    cal = SplineCalib(random_state=0, n_knots=12).fit(s, y)
-    m = cal.maps_[0]
-    x = np.linspace(-0.5, 1.5, 400)  # inside and outside the knots
-    np.testing.assert_allclose(m.log_odds(x), natural_spline_basis(x, m.knots) @ m.coef,
-                               rtol=1e-9, atol=1e-9)
+    for variant in (False, True):
+        cal = SplineCalib(random_state=0, n_knots=12, compact_logit=variant).fit(s, y)
+        m = cal.maps_[0]
+        assert (m.epsilon is not None) == variant
+        x = np.linspace(-0.5, 1.5, 400)  # inside and outside the knots
+        np.testing.assert_allclose(
+            m.log_odds(x), natural_spline_basis(m.transform(x), m.knots) @ m.coef,
+            rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("lam", [1e-3, 1.0, 100.0])
@@ -260,7 +263,8 @@ def test_spline_fit_minimises_the_penalised_objective(lam):
     rng = np.random.default_rng(2)
     s, y, _ = smooth_problem(rng, 400)
     w = rng.random(400) + 0.5
-    cal = SplineCalib(lambdas=[lam], n_knots=8, random_state=0).fit(s, y, sample_weight=w)
+    cal = SplineCalib(lambdas=[lam], n_knots=8, random_state=0, compact_logit=False).fit(
+        s, y, sample_weight=w)
     m = cal.maps_[0]
     X = natural_spline_basis(s, m.knots)
 
@@ -278,13 +282,14 @@ def test_spline_lambda_is_chosen_by_cross_validated_log_loss():
     rng = np.random.default_rng(3)
     s, y, _ = smooth_problem(rng, 2000)
     lambdas = np.logspace(-3, 3, 7)
-    cal = SplineCalib(lambdas=lambdas, random_state=0).fit(s, y)
+    cal = SplineCalib(lambdas=lambdas, random_state=0, compact_logit=False).fit(s, y)
     m = cal.maps_[0]
     assert m.cv_loss.shape == (7,)
     assert m.reg_lambda == lambdas[np.argmin(m.cv_loss)]
     assert np.all(np.isfinite(m.cv_loss)) and np.ptp(m.cv_loss) > 1e-4
     # a fixed penalty reproduces the full fit at the selected penalty
-    fixed = SplineCalib(lambdas=[m.reg_lambda], random_state=0).fit(s, y).maps_[0]
+    fixed = SplineCalib(lambdas=[m.reg_lambda], random_state=0, compact_logit=False).fit(
+        s, y).maps_[0]
     grid = np.linspace(0, 1, 101)
     np.testing.assert_allclose(fixed(grid), m(grid), atol=1e-6)
 
@@ -325,10 +330,23 @@ def test_compact_logit_helps_an_overconfident_model():
     zt = rng.normal(size=50_000) * 2
     yt = (rng.random(50_000) < expit(zt)).astype(int)
     pt = expit(6 * zt)
-    plain = SplineCalib(random_state=0).fit(p, y)
+    plain = SplineCalib(random_state=0, compact_logit=False).fit(p, y)
     logit = SplineCalib(random_state=0, compact_logit=True).fit(p, y)
     assert logit.maps_[0].epsilon == compact_logit_epsilon(p)
     assert log_loss(yt, logit.predict_proba(pt)[:, 1]) < log_loss(yt, plain.predict_proba(pt)[:, 1])
+    # "auto" keeps the variant with the lower cross-validated loss: here the transform
+    auto = SplineCalib(random_state=0).fit(p, y).maps_[0]
+    assert auto.epsilon == logit.maps_[0].epsilon
+    assert min(auto.cv_loss) == min(logit.maps_[0].cv_loss) < min(plain.maps_[0].cv_loss)
+    # ... and on well-spread scores with a wiggly map, no transform
+    s, ys, _ = smooth_problem(rng, 4000)
+    auto = SplineCalib(random_state=0).fit(s, ys).maps_[0]
+    cand = [SplineCalib(random_state=0, compact_logit=v).fit(s, ys).maps_[0]
+            for v in (False, True)]
+    best = min(cand, key=lambda m: min(m.cv_loss))
+    assert auto.epsilon == best.epsilon
+    # scores outside [0, 1] cannot be transformed: "auto" falls back to none
+    assert SplineCalib(random_state=0).fit(4 * s - 2, ys).maps_[0].epsilon is None
 
 
 def test_splinecalib_multiclass_per_class_then_renormalised():
@@ -564,7 +582,7 @@ def test_hyperparameter_validation():
     with pytest.raises(ParameterError, match="reg"):
         VectorScaling(reg=-1).fit(np.column_stack([s, -s]), y)
     # the spline with fewer distinct scores than knots uses them all
-    cal = SplineCalib(n_knots=200, random_state=0).fit(s, y)
+    cal = SplineCalib(n_knots=200, random_state=0, compact_logit=False).fit(s, y)
     np.testing.assert_array_equal(cal.maps_[0].knots, s)
     assert clone(cal).get_params() == cal.get_params()
 

@@ -665,3 +665,14 @@ def test_bootstrap_does_not_depend_on_the_thread_count():
         numba.set_num_threads(threads)
     for a, b in zip(results[0], results[-1]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_residual_smoothing_has_no_smoothing_bias_on_calibrated_data():
+    """Smoothing labels adds smooth(s) - s where the score density changes; residuals
+    have mean zero everywhere on calibrated data."""
+    rng = np.random.default_rng(17)
+    p = rng.beta(0.5, 3, 100_000)
+    y = (rng.random(100_000) < p).astype(int)
+    labels = kde_calibration_error(y, p, smoothing="labels", bandwidth=0.05).ece
+    residual = kde_calibration_error(y, p, bandwidth=0.05).ece
+    assert residual < 0.004 < 0.01 < labels

@@ -289,9 +289,12 @@ class SplineCalib(ScoreCalibrator):
     cv : int, default=5
         Number of stratified folds for choosing ``lambda`` (reduced to the size of the
         smaller class when that is smaller; at least 2 samples of each class needed).
-    compact_logit : bool, default=False
+    compact_logit : "auto" or bool, default="auto"
         Apply the compact logit ``G_eps`` to the scores first (they must then be
-        probabilities in [0, 1]); helps with over-confident models.
+        probabilities in [0, 1]); it helps a lot with over-confident models (scores piled
+        up near 0 and 1) and can hurt slightly elsewhere. ``"auto"`` fits both variants
+        (when the scores lie in [0, 1]) and keeps the one with the lower cross-validated
+        log loss, at twice the cost.
     epsilon : "auto" or float, default="auto"
         The compact logit's ``eps``: Lucena's heuristic ``10**(floor(log10(min(1 - p)))
         - 1)`` on each column's calibration scores, or a value in (0, 0.5).
@@ -337,7 +340,7 @@ class SplineCalib(ScoreCalibrator):
         n_knots=30,
         lambdas=None,
         cv=5,
-        compact_logit=False,
+        compact_logit="auto",
         epsilon="auto",
         random_state=None,
         max_iter=50,
@@ -353,13 +356,15 @@ class SplineCalib(ScoreCalibrator):
         self.tol = tol
 
     def _probabilities_required(self) -> bool:
-        return bool(self.compact_logit)
+        return not isinstance(self.compact_logit, str) and bool(self.compact_logit)
 
     def _validate_hyperparameters(self):
         check_int(self.n_knots, "n_knots", low=2)
         check_int(self.cv, "cv", low=2)
-        if not isinstance(self.compact_logit, (bool, np.bool_)):
-            raise ParameterTypeError(f"`compact_logit` must be a bool; got {self.compact_logit!r}")
+        if not (isinstance(self.compact_logit, (bool, np.bool_)) or self.compact_logit == "auto"):
+            raise ParameterTypeError(
+                f"`compact_logit` must be 'auto' or a bool; got {self.compact_logit!r}"
+            )
         if not (isinstance(self.epsilon, str) and self.epsilon == "auto"):
             check_float(self.epsilon, "epsilon", low=0.0, high=0.5, low_inclusive=False,
                         high_inclusive=False)
@@ -392,9 +397,20 @@ class SplineCalib(ScoreCalibrator):
         super()._fit(S, y_index, w)
 
     def _fit_column(self, s, outcome, w, column):
-        rng = self._rng(column)
+        variants = [bool(self.compact_logit)]
+        if isinstance(self.compact_logit, str):  # "auto": both, if the scores allow it
+            in_unit = bool(((s >= 0) & (s <= 1)).all())
+            variants = [False, True] if in_unit else [False]
+        # cross-validate every variant, refit only the best one on all the data
+        candidates = [self._cross_validate(s, outcome, w, column, v) for v in variants]
+        refit = min(candidates, key=lambda c: c[0])[1]
+        return refit()
+
+    def _cross_validate(self, s, outcome, w, column, transform):
+        """CV losses of one variant; returns (best CV loss, function doing the final fit)."""
+        rng = self._rng(column)  # the same knots/folds for every variant of an int seed
         eps = None
-        if self.compact_logit:
+        if transform:
             eps = compact_logit_epsilon(s) if self.epsilon == "auto" else float(self.epsilon)
             x = compact_logit(s, eps)
         else:
@@ -458,28 +474,31 @@ class SplineCalib(ScoreCalibrator):
         converged = all(r[1] for r in results)
         cv_loss /= float(w.sum())
         best = int(np.argmin(cv_loss))  # ties resolve to the larger penalty (listed first)
-        full = _Problem(first_u, vals_u,
-                        np.bincount(inverse, weights=w * outcome, minlength=n_unique)
-                        / np.bincount(inverse, weights=w, minlength=n_unique),
-                        np.bincount(inverse, weights=w, minlength=n_unique))
-        beta, state = beta0, None
-        for lam in lambdas[: best + 1]:
-            beta, steps, ok, state = _newton(full, T, TT, lam, beta, self.max_iter, self.tol,
-                                             state)
-            self.n_iter_ = max(self.n_iter_, steps, 1)
-        converged &= ok
-        if not converged:
-            warnings.warn(
-                f"SplineCalib: a Newton fit did not converge in {self.max_iter} steps",
-                ConvergenceWarning,
-                stacklevel=4,
+
+        def refit():
+            full = _Problem(first_u, vals_u,
+                            np.bincount(inverse, weights=w * outcome, minlength=n_unique)
+                            / np.bincount(inverse, weights=w, minlength=n_unique),
+                            np.bincount(inverse, weights=w, minlength=n_unique))
+            beta, state, ok = beta0, None, True
+            for lam in lambdas[: best + 1]:
+                beta, steps, ok, state = _newton(full, T, TT, lam, beta, self.max_iter,
+                                                 self.tol, state)
+                self.n_iter_ = max(self.n_iter_, steps, 1)
+            if not (converged and ok):
+                warnings.warn(
+                    f"SplineCalib: a Newton fit did not converge in {self.max_iter} steps",
+                    ConvergenceWarning,
+                    stacklevel=5,
+                )
+            order = np.argsort(lambdas)  # report the CV losses in increasing-lambda order
+            return SplineMap(
+                knots=knots,
+                coef=beta,
+                bspline_coef=(T * beta).sum(axis=1),
+                epsilon=eps,
+                reg_lambda=float(lambdas[best]),
+                cv_loss=cv_loss[order],
             )
-        order = np.argsort(lambdas)  # report the CV losses in increasing-lambda order
-        return SplineMap(
-            knots=knots,
-            coef=beta,
-            bspline_coef=(T * beta).sum(axis=1),
-            epsilon=eps,
-            reg_lambda=float(lambdas[best]),
-            cv_loss=cv_loss[order],
-        )
+
+        return float(cv_loss[best]), refit
