@@ -595,3 +595,15 @@ def test_docstring_examples():
     for module in (binning, isotonic, platt, scaling, spline):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_auto_transform_choice_on_a_subsample_for_large_inputs():
+    rng = np.random.default_rng(15)
+    n = 30_000  # above the 20 000 selection sample
+    z = rng.normal(size=n) * 2
+    y = (rng.random(n) < expit(z)).astype(int)
+    p = expit(6 * z)
+    auto = SplineCalib(random_state=0).fit(p, y).maps_[0]
+    forced = SplineCalib(random_state=0, compact_logit=True).fit(p, y).maps_[0]
+    assert auto.epsilon is not None
+    np.testing.assert_allclose(auto(p[:100]), forced(p[:100]), rtol=1e-10)

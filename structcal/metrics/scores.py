@@ -224,10 +224,11 @@ def brier_decomposition(
     ybar = stats[_kernels.STAT_Y].sum() / total
     var_p = stats[_kernels.STAT_SS][nonempty] / nb - f * f
     cov_py = stats[_kernels.STAT_SY][nonempty] / nb - f * t
-    sq = (p - y) ** 2
-    brier = float(np.average(sq, weights=w)) if w is not None else float(sq.mean())
+    # mean of (p - y)^2 = mean(p^2) - 2 mean(p y) + mean(y) for 0/1 outcomes
+    brier = (stats[_kernels.STAT_SS].sum() - 2.0 * stats[_kernels.STAT_SY].sum()
+             + stats[_kernels.STAT_Y].sum()) / total
     return BrierDecomposition(
-        brier=brier,
+        brier=float(max(brier, 0.0)),
         reliability=float(np.sum(frac * (f - t) ** 2)),
         resolution=float(np.sum(frac * (t - ybar) ** 2)),
         uncertainty=float(ybar * (1.0 - ybar)),
