@@ -1,0 +1,289 @@
+"""Numba training kernels for :class:`~structcal.crf.ChainCRF` (private: inputs are trusted).
+
+Both kernels reuse the chain dynamic programs of :mod:`structcal.inference._chain` (the
+scaled forward/backward passes with their exact log-space fallback, and Viterbi); nothing
+here re-implements a sweep. Layout as in that module: ``unary`` (n_tokens, K) with chains
+``offsets[c]:offsets[c + 1]``; one transition matrix ``trans`` (K, K) shared by every edge.
+
+``expected_statistics``
+    One forward-backward per chain (``prange`` over chunks of chains). Writes the node
+    marginals and the log-partition of each chain, and *sums* the edge marginals of every
+    edge into one (K, K) matrix per chunk, so the (n_edges, K, K) array of edge marginals
+    is never materialised. These are the expected sufficient statistics of the
+    conditional log-likelihood gradient.
+``bcfw_pass``
+    One pass of block-coordinate Frank-Wolfe over the examples of a structured SVM with
+    Hamming loss, with each block's dual variable stored in factored form (per-token and
+    summed-edge "marginals" of the dual distribution, Taskar et al. 2003), so memory is
+    O(n_tokens K + n_chains K^2) rather than one weight vector per example.
+"""
+
+import numpy as np
+
+from .._numba import kernel, parallel_kernel, prange
+from ..inference._chain import (
+    STATUS_FALLBACK,
+    STATUS_OK,
+    _backward_scaled,
+    _forward_backward_log,
+    _forward_scaled,
+    _viterbi_chain,
+)
+
+
+@parallel_kernel
+def expected_statistics(unary, offsets, trans, E, ET, colmax, chunk, marg, edge_sum, logz, status):
+    """Node marginals, per-chunk summed edge marginals and log-partition of every chain.
+
+    Parameters
+    ----------
+    unary : ndarray of shape (n_tokens, K)
+        Unary log-potentials (start/end scores already folded in).
+    offsets : ndarray of shape (n_chains + 1,), int64
+    trans : ndarray of shape (1, K, K)
+        The shared transition log-potentials.
+    E, ET, colmax : ndarray
+        ``scaled_exponentials(trans)``.
+    chunk : int
+        Chains per parallel work item.
+    marg : ndarray of shape (n_tokens, K)
+        Output: node marginals.
+    edge_sum : ndarray of shape (n_chunks, K, K)
+        Output: ``edge_sum[b]`` is the sum of the edge marginals of chunk ``b``'s chains.
+    logz : ndarray of shape (n_chains,)
+        Output: log-partition of each chain.
+    status : ndarray of shape (n_chains,), int64
+        Output: 0 = scaled pass, 2 = log-space fallback (chains are always feasible: the
+        potentials are finite).
+    """
+    n_chains = offsets.shape[0] - 1
+    K = unary.shape[1]
+    n_chunks = (n_chains + chunk - 1) // chunk
+    for b in prange(n_chunks):
+        c0 = b * chunk
+        c1 = min(n_chains, c0 + chunk)
+        Lmax = 1
+        for c in range(c0, c1):
+            Lmax = max(Lmax, offsets[c + 1] - offsets[c])
+        a = np.empty((Lmax, K))
+        u = np.empty((Lmax, K))
+        z = np.empty(Lmax)
+        beta = np.empty(K)
+        w = np.empty(K)
+        la = np.empty((Lmax, K))
+        lb = np.empty((Lmax, K))
+        edge = np.empty((Lmax, K, K))
+        for i in range(K):
+            for j in range(K):
+                edge_sum[b, i, j] = 0.0
+        for c in range(c0, c1):
+            s = offsets[c]
+            L = offsets[c + 1] - s
+            if L == 0:
+                logz[c] = 0.0
+                status[c] = STATUS_OK
+                continue
+            lz, ok = _forward_scaled(unary, s, L, trans, E, colmax, 0, 0, a, u, z)
+            if ok:
+                ok = _backward_scaled(s, L, E, ET, 0, 0, a, u, z, beta, w, marg, edge, 0, True)
+            if ok:
+                status[c] = STATUS_OK
+            else:
+                lz = _forward_backward_log(unary, s, L, trans, 0, 0, la, lb, marg, edge, 0, True)
+                status[c] = STATUS_FALLBACK
+            logz[c] = lz
+            for t in range(L - 1):
+                for i in range(K):
+                    for j in range(K):
+                        edge_sum[b, i, j] += edge[t, i, j]
+
+
+@kernel
+def unpack(theta, K, d):
+    """Views ``(W (K, d), b (K,), trans (K, K), start (K,), end (K,))`` of a flat vector."""
+    o = K * d
+    W = theta[:o].reshape((K, d))
+    b = theta[o : o + K]
+    o += K
+    trans = theta[o : o + K * K].reshape((K, K))
+    o += K * K
+    return W, b, trans, theta[o : o + K], theta[o + K : o + 2 * K]
+
+
+@kernel
+def _bcfw_step(
+    X, s, L, i, gamma, step, delta, dedge, ell_s, use_start_end,
+    W, b, trans, start, end, mu, edge_mu, loss_i,
+):
+    """Move block ``i`` a fraction ``gamma`` towards its Frank-Wolfe corner (``step`` is
+    ``gamma / (lam n)``): ``w += gamma (w_s - w_i)`` and the dual variables likewise."""
+    K, d = W.shape
+    # w_s - w_i = -(1 / (lam n)) (phi(y*) - E_mu phi): token, edge, start and end parts
+    W -= step * np.dot(delta[:L].T, X[s : s + L])
+    for t in range(L):
+        for k in range(K):
+            b[k] -= step * delta[t, k]
+    for k in range(K):
+        for j in range(K):
+            trans[k, j] -= step * dedge[k, j]
+    if use_start_end:
+        for k in range(K):
+            start[k] -= step * delta[0, k]
+            end[k] -= step * delta[L - 1, k]
+    for t in range(L):
+        for k in range(K):
+            mu[s + t, k] += gamma * delta[t, k]
+    for k in range(K):
+        for j in range(K):
+            edge_mu[i, k, j] += gamma * dedge[k, j]
+    loss_i[i] += gamma * (ell_s - loss_i[i])
+
+
+@kernel
+def bcfw_pass(
+    X, gram_offsets, gram, offsets, labels, order, lam_n, use_start_end,
+    theta, mu, edge_mu, loss_i, averaged, theta_avg, n_updates,
+):
+    """One pass of block-coordinate Frank-Wolfe for the Hamming-loss structured SVM.
+
+    The primal is ``lam / 2 ||w||^2 + (1 / n) sum_i max_y [Delta(y_i, y) + <w, psi_i(y)>]``
+    with ``psi_i(y) = phi(x_i, y) - phi(x_i, y_i)`` and ``Delta`` the number of wrong
+    tokens. Block ``i``'s part of ``w`` is ``w_i = (1 / (lam n)) (phi(x_i, y_i) -
+    E_{alpha_i} phi(x_i, y))`` and ``E_{alpha_i} phi`` depends only on the dual
+    distribution's token marginals ``mu`` (rows of chain ``i``) and summed edge marginals
+    ``edge_mu[i]``, which is what is stored.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_tokens, d)
+        Token features (the bias is an implicit constant feature 1).
+    gram_offsets : ndarray of shape (n_chains + 1,), int64
+        Chain ``i``'s (L_i, L_i) token Gram matrix ``X_i X_i^T + 1`` is
+        ``gram[gram_offsets[i]:gram_offsets[i + 1]]`` (row-major).
+    gram : ndarray of shape (sum L_i^2,)
+    offsets : ndarray of shape (n_chains + 1,), int64
+    labels : ndarray of shape (n_tokens,), int64
+        The true labels.
+    order : ndarray of shape (n_chains,), int64
+        The order in which blocks are visited.
+    lam_n : float
+        ``lam * n``.
+    use_start_end : bool
+        Whether ``start``/``end`` scores are part of the model.
+    theta : ndarray of shape (K * d + K + K * K + 2 * K,)
+        The parameters, laid out as in :func:`unpack`; updated in place.
+    mu : ndarray of shape (n_tokens, K)
+        Token marginals of the dual variables; updated in place.
+    edge_mu : ndarray of shape (n_chains, K, K)
+        Summed edge marginals of the dual variables; updated in place.
+    loss_i : ndarray of shape (n_chains,)
+        ``ell_i``, block ``i``'s share of the dual's linear term; updated in place.
+    averaged : bool
+        Also maintain the weighted average of the iterates.
+    theta_avg : ndarray like ``theta``
+        The weighted average ``(2 / (k (k + 1))) sum_j j theta_j`` over the ``k`` block
+        steps so far; updated in place when ``averaged``.
+    n_updates : ndarray of shape (1,)
+        Number of block steps ``k`` so far (a float); updated in place when ``averaged``.
+
+    Returns
+    -------
+    gap : float
+        Sum over blocks of the Frank-Wolfe gap of each block at the time it was visited
+        (an estimate of the duality gap of the primal above).
+    n_wrong : int
+        Number of tokens whose loss-augmented label differed from the truth.
+    """
+    d = X.shape[1]
+    K = mu.shape[1]
+    W, b, trans, start, end = unpack(theta, K, d)
+    n = offsets.shape[0] - 1
+    Lmax = 1
+    for i in range(n):
+        Lmax = max(Lmax, offsets[i + 1] - offsets[i])
+    unary = np.empty((Lmax, K))
+    aug = np.empty((Lmax, K))
+    v = np.empty((Lmax, K))
+    ystar = np.empty(Lmax, dtype=np.int64)
+    delta = np.empty((Lmax, K))
+    dedge = np.empty((K, K))
+    gap = 0.0
+    n_wrong = 0
+    pw = trans.reshape((1, K, K))
+    for oi in range(n):
+        i = order[oi]
+        s = offsets[i]
+        L = offsets[i + 1] - s
+        if L == 0:
+            continue
+        # unary scores <W_k, x_t> + b_k (+ start/end) and the loss-augmented version
+        unary[:L] = np.dot(X[s : s + L], W.T)
+        for t in range(L):
+            for k in range(K):
+                unary[t, k] += b[k]
+            if use_start_end and t == 0:
+                for k in range(K):
+                    unary[t, k] += start[k]
+            if use_start_end and t == L - 1:
+                for k in range(K):
+                    unary[t, k] += end[k]
+            for k in range(K):
+                aug[t, k] = unary[t, k] + 1.0
+            aug[t, labels[s + t]] -= 1.0
+        _viterbi_chain(aug, 0, L, pw, 0, 0, v, ystar)
+        # direction: delta = e_{y*} - mu (tokens), dedge = counts(y*) - edge_mu
+        hamming = 0.0
+        for t in range(L):
+            for k in range(K):
+                delta[t, k] = -mu[s + t, k]
+            delta[t, ystar[t]] += 1.0
+            if ystar[t] != labels[s + t]:
+                hamming += 1.0
+        n_wrong += int(hamming)
+        for k in range(K):
+            for j in range(K):
+                dedge[k, j] = -edge_mu[i, k, j]
+        for t in range(L - 1):
+            dedge[ystar[t], ystar[t + 1]] += 1.0
+        # lam n <w_i - w_s, w> = <phi(y*) - E_mu phi, w> = <delta, scores> + <dedge, trans>
+        inner = 0.0
+        for t in range(L):
+            for k in range(K):
+                inner += delta[t, k] * unary[t, k]
+        for k in range(K):
+            for j in range(K):
+                inner += dedge[k, j] * trans[k, j]
+        # ||w_i - w_s||^2 * (lam n)^2
+        sq = 0.0
+        g0 = gram_offsets[i]
+        for t in range(L):
+            for t2 in range(L):
+                dd = 0.0
+                for k in range(K):
+                    dd += delta[t, k] * delta[t2, k]
+                sq += gram[g0 + t * L + t2] * dd
+        for k in range(K):
+            for j in range(K):
+                sq += dedge[k, j] * dedge[k, j]
+        if use_start_end:
+            for k in range(K):
+                sq += delta[0, k] * delta[0, k] + delta[L - 1, k] * delta[L - 1, k]
+        # ell_s = Hamming / n;  block gap = lam <w_i - w_s, w> - ell_i + ell_s
+        ell_s = hamming / n
+        block_gap = inner / n - loss_i[i] + ell_s
+        gap += block_gap
+        gamma = 0.0
+        if sq > 0.0:
+            gamma = min(max(block_gap * lam_n * n / sq, 0.0), 1.0)
+        if gamma > 0.0:
+            _bcfw_step(
+                X, s, L, i, gamma, gamma / lam_n, delta, dedge, ell_s, use_start_end,
+                W, b, trans, start, end, mu, edge_mu, loss_i,
+            )
+        if averaged:
+            # weighted averaging (Lacoste-Julien et al. 2013, sec. 4): rho = 2 / (k + 2)
+            n_updates[0] += 1.0
+            rho = 2.0 / (n_updates[0] + 1.0)
+            for q in range(theta.shape[0]):
+                theta_avg[q] += rho * (theta[q] - theta_avg[q])
+    return gap, n_wrong
