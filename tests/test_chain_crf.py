@@ -10,8 +10,7 @@ from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from structcal import ChainPotentials, ParameterError
-from structcal.crf import ChainCRF, ImageFeatures
-from structcal.crf import _chain_kernels
+from structcal.crf import ChainCRF, ImageFeatures, _chain_kernels
 from structcal.crf.chain import _Layout, _Likelihood, _structured_hinge
 from structcal.exceptions import ConvergenceWarning, NotFittedError, ParameterTypeError
 from structcal.inference import forward_backward, infer
@@ -107,8 +106,12 @@ def test_expected_statistics_sum_the_edge_marginals():
     problem = _Likelihood(Z, offsets, labels, 3, 1.0, True)
     theta = rng.standard_normal(problem.layout.size)
     problem(theta)
-    r = forward_backward(_potentials_of(problem.layout, theta, Z, offsets, True), edge_marginals=True)
-    np.testing.assert_allclose(problem.edge_sum.sum(axis=0), r.edge_marginals.sum(axis=0), atol=1e-12)
+    r = forward_backward(
+        _potentials_of(problem.layout, theta, Z, offsets, True), edge_marginals=True
+    )
+    np.testing.assert_allclose(
+        problem.edge_sum.sum(axis=0), r.edge_marginals.sum(axis=0), atol=1e-12
+    )
     np.testing.assert_allclose(problem.logz, r.log_partition, atol=1e-12)
 
 
@@ -124,7 +127,9 @@ def test_structured_hinge_matches_enumeration():
         lab = labels[offsets[c] : offsets[c + 1]]
         gold = ex.scores[[np.array_equal(y, lab) for y in ex.labelings]][0]
         hinge.append(np.max((ex.labelings != lab).sum(axis=1) + ex.scores) - gold)
-    np.testing.assert_allclose(_structured_hinge(layout, theta, Z, offsets, labels, True), np.mean(hinge))
+    np.testing.assert_allclose(
+        _structured_hinge(layout, theta, Z, offsets, labels, True), np.mean(hinge)
+    )
 
 
 def test_bcfw_factored_dual_reconstructs_the_weights():
@@ -136,7 +141,9 @@ def test_bcfw_factored_dual_reconstructs_the_weights():
     layout = _Layout(K, Z.shape[1])
     lengths = np.diff(offsets)
     goff = np.concatenate([[0], np.cumsum(lengths**2)]).astype(np.int64)
-    gram = np.concatenate([(Z[a:b] @ Z[a:b].T + 1).ravel() for a, b in zip(offsets[:-1], offsets[1:])])
+    gram = np.concatenate(
+        [(Z[a:b] @ Z[a:b].T + 1).ravel() for a, b in zip(offsets[:-1], offsets[1:])]
+    )
     theta, theta_avg, n_up = np.zeros(layout.size), np.zeros(layout.size), np.zeros(1)
     mu = np.eye(K)[labels]
     edge_mu = np.zeros((n, K, K))
@@ -146,8 +153,21 @@ def test_bcfw_factored_dual_reconstructs_the_weights():
     loss_i = np.zeros(n)
     for _ in range(7):
         _chain_kernels.bcfw_pass(
-            Z, goff, gram, offsets, labels, rng.permutation(n).astype(np.int64), lam * n, True,
-            theta, mu, edge_mu, loss_i, True, theta_avg, n_up,
+            Z,
+            goff,
+            gram,
+            offsets,
+            labels,
+            rng.permutation(n).astype(np.int64),
+            lam * n,
+            True,
+            theta,
+            mu,
+            edge_mu,
+            loss_i,
+            True,
+            theta_avg,
+            n_up,
         )
     Y = np.eye(K)[labels]
     first, last = offsets[:-1], offsets[1:] - 1
@@ -157,7 +177,13 @@ def test_bcfw_factored_dual_reconstructs_the_weights():
         np.add.at(emp_T, (labels[a : b - 1], labels[a + 1 : b]), 1.0)
     D = Y - mu
     want = np.concatenate(
-        [(D.T @ Z).ravel(), D.sum(0), (emp_T - edge_mu.sum(0)).ravel(), D[first].sum(0), D[last].sum(0)]
+        [
+            (D.T @ Z).ravel(),
+            D.sum(0),
+            (emp_T - edge_mu.sum(0)).ravel(),
+            D[first].sum(0),
+            D[last].sum(0),
+        ]
     ) / (lam * n)
     np.testing.assert_allclose(theta, want, atol=1e-10)
     expected_hamming = np.add.reduceat(1.0 - mu[np.arange(len(labels)), labels], offsets[:-1])
@@ -232,7 +258,9 @@ def test_max_margin_converges_to_a_certified_optimum_and_separates():
     assert crf.score(Z, labels, lengths=np.diff(offsets)) > best - 0.03
     # the likelihood and max-margin models agree on most labels
     ll = ChainCRF(alpha=1e-2).fit(Z, labels, lengths=np.diff(offsets))
-    agree = np.mean(ll.predict(Z, lengths=np.diff(offsets)) == crf.predict(Z, lengths=np.diff(offsets)))
+    agree = np.mean(
+        ll.predict(Z, lengths=np.diff(offsets)) == crf.predict(Z, lengths=np.diff(offsets))
+    )
     assert agree > 0.9
 
 
@@ -323,7 +351,9 @@ def test_external_logits_go_straight_into_inference():
         prob = np.exp(scores - logsumexp(scores))
         np.testing.assert_array_equal(r.map_labels[s:t], labs[np.argmax(scores)])
         for j in range(t - s):
-            np.testing.assert_allclose(r.marginals[s + j], np.bincount(labs[:, j], prob, minlength=3))
+            np.testing.assert_allclose(
+                r.marginals[s + j], np.bincount(labs[:, j], prob, minlength=3)
+            )
     # and a ChainCRF is just one such producer: its potentials are from_scores of its parts
     Z, off, labels = _random_problem(rng, n_chains=12)
     crf = ChainCRF(alpha=0.1).fit(Z, labels, lengths=np.diff(off))
@@ -333,6 +363,23 @@ def test_external_logits_go_straight_into_inference():
     np.testing.assert_allclose(
         forward_backward(mine).marginals, crf.predict_marginals(Z, lengths=np.diff(off))
     )
+
+
+@pytest.mark.parametrize("cls", [ChainCRF, ImageFeatures])
+def test_documented_defaults(cls):
+    import ast
+    import inspect
+    import re
+
+    documented = dict(re.findall(r"^    (\w+) : .*default=(.+)$", cls.__doc__, re.M))
+    for name, param in inspect.signature(cls).parameters.items():
+        assert name in documented, name
+        assert ast.literal_eval(documented[name]) == param.default, name
+
+
+def test_none_defaults_per_method():
+    assert ChainCRF()._params_iv()[3:5] == (1000, 1e-5)
+    assert ChainCRF(method="max_margin")._params_iv()[3:5] == (500, 1e-2)
 
 
 def test_clone_and_params():
@@ -359,9 +406,12 @@ def test_clone_and_params():
         "check_fit2d_predict1d": "the error names the argument and its shape instead of "
         "sklearn's 'Reshape your data' wording",
         **(
-            {"check_estimators_nan_inf": "labels must be integer state indices; float "
-             "labels are rejected, not rounded (NaN/inf features are tested separately)"}
-            if isinstance(est, ChainCRF) else {}
+            {
+                "check_estimators_nan_inf": "labels must be integer state indices; float "
+                "labels are rejected, not rounded (NaN/inf features are tested separately)"
+            }
+            if isinstance(est, ChainCRF)
+            else {}
         ),
     },
 )
@@ -378,7 +428,12 @@ def test_save_load_round_trip_is_exact(tmp_path, method):
     X = [rng.integers(0, 2, size=(L, 6)).astype(float) for L in rng.integers(1, 6, size=40)]
     y = [rng.integers(0, 4, size=len(x)) for x in X]
     crf = ChainCRF(
-        method=method, alpha=0.05, n_states=5, max_iter=30, tol=0.0, random_state=np.random.default_rng(1),
+        method=method,
+        alpha=0.05,
+        n_states=5,
+        max_iter=30,
+        tol=0.0,
+        random_state=np.random.default_rng(1),
         features=ImageFeatures(image_shape=(3, 2), n_components=3),
     )
     with pytest.warns(ConvergenceWarning):
@@ -462,8 +517,18 @@ def _fitted():
 @pytest.mark.parametrize(
     "X,y,kwargs,match",
     [
-        ([np.zeros((2, 3))], [np.zeros(2, int), np.zeros(1, int)], {}, r"one label sequence per chain of `X` \(1\); got 2"),
-        ([np.zeros((2, 3)), np.zeros((3, 3))], [np.zeros(2, int), np.zeros(2, int)], {}, r"`y\[1\]` has 2 labels but chain 1 of `X` has 3 tokens"),
+        (
+            [np.zeros((2, 3))],
+            [np.zeros(2, int), np.zeros(1, int)],
+            {},
+            r"one label sequence per chain of `X` \(1\); got 2",
+        ),
+        (
+            [np.zeros((2, 3)), np.zeros((3, 3))],
+            [np.zeros(2, int), np.zeros(2, int)],
+            {},
+            r"`y\[1\]` has 2 labels but chain 1 of `X` has 3 tokens",
+        ),
         ([np.zeros((2, 3))], [np.array([0, -1])], {}, r"`y\[0\]` entries must be >= 0"),
         ([np.zeros((2, 3))], [np.array([0, 3])], {"n_states": 3}, r"`y\[0\]` entries must be < 3"),
         ([], [], {}, "at least one chain"),
@@ -472,7 +537,12 @@ def _fitted():
         ([np.array([[0.0, np.nan, 1.0]])], [np.array([0])], {}, r"`X\[0\]` must not contain NaN"),
         ([np.array([[0.0, np.inf, 1.0]])], [np.array([0])], {}, r"`X\[0\]` must not contain \+inf"),
         ([np.array([[0.0, -np.inf, 1.0]])], [np.array([0])], {}, r"`X\[0\]` must be finite"),
-        ([np.zeros((2, 3)), np.zeros((1, 2))], [np.zeros(2, int), np.zeros(1, int)], {}, "same number of features"),
+        (
+            [np.zeros((2, 3)), np.zeros((1, 2))],
+            [np.zeros(2, int), np.zeros(1, int)],
+            {},
+            "same number of features",
+        ),
         (np.zeros((3, 2)), np.zeros(2, int), {}, r"one label per token of `X` \(3\); got 2"),
         ([np.zeros((2, 3))], [np.array([0.0, 1.0])], {}, "must be an integer array"),
     ],
@@ -544,24 +614,38 @@ def test_image_features_match_their_definition():
     np.testing.assert_allclose(np.cov(q.T, bias=True), np.eye(3), atol=1e-10)  # whitened
     iu, ju = np.triu_indices(3)
     np.testing.assert_allclose(out[:, -6:], q[:, iu] * q[:, ju] / np.sqrt(3))
-    assert ImageFeatures(image_shape=(4, 3), n_components=0, pixels=False).fit(X).transform(X).shape == (200, n_pairs)
+    assert ImageFeatures(image_shape=(4, 3), n_components=0, pixels=False).fit(X).transform(
+        X
+    ).shape == (200, n_pairs)
     with pytest.raises(ParameterError, match="has 12 pixels but the tokens have 10"):
         ImageFeatures(image_shape=(4, 3)).fit(X[:, :10])
     with pytest.raises(ParameterError, match="produces no features"):
         ImageFeatures(pixels=False, neighbours=False, n_components=0).fit(X)
-    with pytest.raises(ParameterError, match="X has 11 features, but ImageFeatures is expecting 12"):
+    with pytest.raises(
+        ParameterError, match="X has 11 features, but ImageFeatures is expecting 12"
+    ):
         f.transform(X[:, :11])
 
 
 # --------------------------------------------------------------------------- shipped models
 
 
+def _shipped(name):
+    from pathlib import Path
+
+    from structcal.io import pretrained_path
+
+    try:
+        return pretrained_path(name)
+    except ModuleNotFoundError:  # structcal is not installed: use the checkout's models/
+        return Path(__file__).resolve().parents[1] / "models" / name
+
+
 @pytest.mark.parametrize("name", ["ocr_chain_crf", "ocr_chain_crf_max_margin"])
 def test_shipped_models_reach_the_papers_accuracy(name):
     from structcal.datasets import load_ocr
-    from structcal.io import pretrained_path
 
-    crf = ChainCRF.load(pretrained_path(name))
+    crf = ChainCRF.load(_shipped(name))
     meta = crf.metadata_
     assert meta["training_split"] == "train" and meta["alphabet"] == "abcdefghijklmnopqrstuvwxyz"
     test = load_ocr("test")
@@ -569,6 +653,7 @@ def test_shipped_models_reach_the_papers_accuracy(name):
     letter = float(np.mean(pred == test.labels))
     word = float(_word_accuracy(pred, test.labels, test.offsets))
     assert letter >= 0.84 and word >= 0.45
-    # the numbers in the manifest (and README) are what the model does
-    assert letter == pytest.approx(meta["test_accuracy"]["letter"], abs=1e-12)
-    assert word == pytest.approx(meta["test_accuracy"]["word"], abs=1e-12)
+    # the numbers in the manifest (and README) are what the model does (up to a rounding-
+    # level tie flipping a letter on another machine's BLAS)
+    assert letter == pytest.approx(meta["test_accuracy"]["letter"], abs=2e-4)
+    assert word == pytest.approx(meta["test_accuracy"]["word"], abs=2e-3)

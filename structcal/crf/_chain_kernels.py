@@ -100,7 +100,7 @@ def expected_statistics(unary, offsets, trans, E, ET, colmax, chunk, marg, edge_
 
 @kernel
 def unpack(theta, K, d):
-    """Views ``(W (K, d), b (K,), trans (K, K), start (K,), end (K,))`` of a flat vector."""
+    """Return views ``(W (K, d), b (K,), trans (K, K), start (K,), end (K,))`` of ``theta``."""
     o = K * d
     W = theta[:o].reshape((K, d))
     b = theta[o : o + K]
@@ -115,8 +115,11 @@ def _bcfw_step(
     X, s, L, i, gamma, step, delta, dedge, ell_s, use_start_end,
     W, b, trans, start, end, mu, edge_mu, loss_i,
 ):
-    """Move block ``i`` a fraction ``gamma`` towards its Frank-Wolfe corner (``step`` is
-    ``gamma / (lam n)``): ``w += gamma (w_s - w_i)`` and the dual variables likewise."""
+    """Move block ``i`` a fraction ``gamma`` towards its Frank-Wolfe corner.
+
+    ``w += gamma (w_s - w_i)`` (``step`` is ``gamma / (lam n)``), and the block's dual
+    variables (``mu``, ``edge_mu``, ``loss_i``) likewise.
+    """
     K, d = W.shape
     # w_s - w_i = -(1 / (lam n)) (phi(y*) - E_mu phi): token, edge, start and end parts
     W -= step * np.dot(delta[:L].T, X[s : s + L])

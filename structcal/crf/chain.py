@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 import warnings
 
-import numba
 import numpy as np
 import scipy.optimize
 from sklearn.base import BaseEstimator, clone
@@ -34,6 +33,7 @@ from .._validation import (
 from ..exceptions import ConvergenceWarning, ParameterError, ParameterTypeError
 from ..inference import infer, score_labelings, viterbi
 from ..inference._chain import scaled_exponentials
+from ..inference.chain import _chunk
 from ..potentials import ChainPotentials
 from . import _chain_kernels
 from .features import FEATURE_MAPS
@@ -41,7 +41,10 @@ from .features import FEATURE_MAPS
 __all__ = ["ChainCRF"]
 
 _METHODS = ("likelihood", "max_margin")
-_DEFAULT_MAX_ITER = {"likelihood": 1000, "max_margin": 200}
+_DEFAULT_MAX_ITER = {"likelihood": 1000, "max_margin": 500}
+# max_margin computes the exact duality gap (one loss-augmented Viterbi pass over the data,
+# about a quarter of a Frank-Wolfe pass) every this many passes, and at the last one
+_GAP_CHECK_EVERY = 5
 _DEFAULT_TOL = {"likelihood": 1e-5, "max_margin": 1e-2}
 
 
@@ -138,16 +141,11 @@ def _split(values, offsets):
     return [values[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
 
 
-def _chunk(n_chains: int) -> int:
-    threads = numba.get_num_threads()
-    return int(max(1, min(64, -(-n_chains // (8 * threads)))))
-
-
 # --------------------------------------------------------------------------- objectives
 
 
 class _Layout:
-    """Sizes and slices of the flat parameter vector ``[coef, intercept, transitions, start, end]``."""
+    """Size and views of the flat parameters ``[coef, intercept, transitions, start, end]``."""
 
     def __init__(self, n_states, n_features):
         self.K, self.d = n_states, n_features
@@ -282,25 +280,27 @@ class ChainCRF(BaseEstimator):
         ``theta`` is every parameter (weights, intercepts, transitions, start/end).
     alpha : float, default=1e-3
         L2 regularisation strength (> 0).
-    n_states : int, optional
-        Number of labels; labels must be in ``[0, n_states)``. By default ``1 + max(y)``.
+    n_states : int, default=None
+        Number of labels; labels must be in ``[0, n_states)``. ``None``: ``1 + max(y)``.
     start_end : bool, default=True
         Learn start and end scores (added to the first and last token of every chain).
-    features : ImageFeatures, optional
+    features : ImageFeatures, default=None
         A feature map fitted on the training tokens and applied to every input (its
-        learned parameters are saved with the model). By default the input features are
+        learned parameters are saved with the model). ``None``: the input features are
         used as they are.
     averaging : bool, default=True
         ``max_margin`` only: return the weighted average of the Frank-Wolfe iterates
         (Lacoste-Julien et al. 2013, sec. 4), which generalises better early on.
-    max_iter : int, optional
-        L-BFGS iterations (``likelihood``, default 1000) or passes over the data
-        (``max_margin``, default 200). A :class:`ConvergenceWarning` is raised when it is
+    max_iter : int, default=None
+        L-BFGS iterations (``likelihood``; ``None`` means 1000) or passes over the data
+        (``max_margin``; ``None`` means 500). A :class:`ConvergenceWarning` is raised when it is
         reached before ``tol``.
-    tol : float, optional
-        ``likelihood``: stop when the largest gradient entry is below ``tol`` (default
-        1e-5; L-BFGS also stops when the objective stops decreasing). ``max_margin``: stop
-        when the duality gap is below ``tol`` times the primal objective (default 1e-2).
+    tol : float, default=None
+        ``likelihood``: stop when the largest gradient entry is below ``tol`` (``None``
+        means 1e-5; L-BFGS also stops when the objective stops decreasing).
+        ``max_margin``: stop when the duality gap (primal minus dual objective, a
+        certificate of suboptimality computed exactly every 5 passes and at the last one)
+        is below ``tol`` times the primal objective (``None`` means 1e-2).
     random_state : int, numpy Generator or None, default=None
         Order in which ``max_margin`` visits the chains (likelihood training is
         deterministic).
@@ -394,7 +394,9 @@ class ChainCRF(BaseEstimator):
         n_states = None if self.n_states is None else check_int(self.n_states, "n_states", low=1)
         for name in ("start_end", "averaging"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ParameterTypeError(f"`{name}` must be a bool; got {describe(getattr(self, name))}")
+                raise ParameterTypeError(
+                    f"`{name}` must be a bool; got {describe(getattr(self, name))}"
+                )
         if self.features is not None and type(self.features).__name__ not in FEATURE_MAPS:
             raise ParameterTypeError(
                 f"`features` must be None or one of structcal's feature maps "
@@ -429,11 +431,13 @@ class ChainCRF(BaseEstimator):
 
         Parameters
         ----------
-        X : list of array-like of shape (length_i, n_features), or array-like of shape (n_tokens, n_features)
-            Token features of each chain (see Notes of the class).
-        y : list of array-like of shape (length_i,), or array-like of shape (n_tokens,)
-            Integer labels in ``[0, n_states)``.
-        lengths : array-like of shape (n_chains,), optional
+        X : list of array-like, or array-like of shape (n_tokens, n_features)
+            Token features: one ``(length_i, n_features)`` array per chain, or every
+            token laid end to end (see Notes of the class).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Integer labels in ``[0, n_states)``: one ``(length_i,)`` array per chain, or
+            laid end to end.
+        lengths : array-like of shape (n_chains,), default=None
             Chain lengths when ``X`` is a flat 2-d array.
 
         Returns
@@ -485,9 +489,14 @@ class ChainCRF(BaseEstimator):
         state = {"it": 0}
 
         def callback(intermediate_result):
+            # scipy >= 1.11 passes an OptimizeResult to a parameter of this name (older
+            # versions pass the parameter vector)
             state["it"] += 1
             if verbose and state["it"] % verbose == 0:
-                print(f"ChainCRF likelihood: iter {state['it']:4d}  objective {intermediate_result.fun:.6f}")
+                fun = getattr(intermediate_result, "fun", None)
+                if fun is None:
+                    fun = problem(intermediate_result)[0]
+                print(f"ChainCRF likelihood: iter {state['it']:4d}  objective {fun:.6f}")
 
         result = scipy.optimize.minimize(
             problem,
@@ -543,20 +552,23 @@ class ChainCRF(BaseEstimator):
         primal = gap = np.inf
         for it in range(1, max_iter + 1):
             order = rng.permutation(n).astype(np.int64)
-            _chain_kernels.bcfw_pass(
+            est, _ = _chain_kernels.bcfw_pass(
                 Z, gram_offsets, gram, offsets, labels, order, alpha * n, start_end,
                 theta, mu, edge_mu, loss_i, averaging, theta_avg, n_updates,
             )
+            report = verbose and it % verbose == 0
+            if not (it % _GAP_CHECK_EVERY == 0 or it == max_iter or report):
+                continue
             w = theta_avg if averaging else theta
             dual = -0.5 * alpha * np.dot(theta, theta) + loss_i.sum()
             primal = 0.5 * alpha * np.dot(w, w) + _structured_hinge(
                 layout, w, Z, offsets, labels, start_end
             )
             gap = primal - dual
-            if verbose and it % verbose == 0:
+            if report:
                 print(
                     f"ChainCRF max_margin: pass {it:4d}  primal {primal:.6f}  dual {dual:.6f}  "
-                    f"gap {gap:.3g}"
+                    f"gap {gap:.3g} est {est:.3g}"
                 )
             if gap <= tol * primal:
                 converged = True
@@ -591,9 +603,10 @@ class ChainCRF(BaseEstimator):
 
         Parameters
         ----------
-        X : list of array-like of shape (length_i, n_features), or array-like of shape (n_tokens, n_features)
-            Raw token features (the fitted feature map is applied here).
-        lengths : array-like of shape (n_chains,), optional
+        X : list of array-like, or array-like of shape (n_tokens, n_features)
+            Raw token features, as in :meth:`fit` (the fitted feature map is applied
+            here).
+        lengths : array-like of shape (n_chains,), default=None
             Chain lengths when ``X`` is a flat 2-d array.
 
         Returns
@@ -609,13 +622,15 @@ class ChainCRF(BaseEstimator):
 
         Parameters
         ----------
-        X : list of array-like of shape (length_i, n_features), or array-like of shape (n_tokens, n_features)
-        lengths : array-like of shape (n_chains,), optional
+        X : list of array-like, or array-like of shape (n_tokens, n_features)
+            Token features, as in :meth:`fit`.
+        lengths : array-like of shape (n_chains,), default=None
+            Chain lengths when ``X`` is a flat 2-d array.
 
         Returns
         -------
-        list of ndarray of shape (length_i,), or ndarray of shape (n_tokens,)
-            Same layout as ``X``.
+        list of ndarray, or ndarray of shape (n_tokens,)
+            Same layout as ``X`` (a list of ``(length_i,)`` arrays for a list).
         """
         p, as_list = self._potentials_flat(X, lengths)
         labels = viterbi(p).map_labels
@@ -626,13 +641,16 @@ class ChainCRF(BaseEstimator):
 
         Parameters
         ----------
-        X : list of array-like of shape (length_i, n_features), or array-like of shape (n_tokens, n_features)
-        lengths : array-like of shape (n_chains,), optional
+        X : list of array-like, or array-like of shape (n_tokens, n_features)
+            Token features, as in :meth:`fit`.
+        lengths : array-like of shape (n_chains,), default=None
+            Chain lengths when ``X`` is a flat 2-d array.
 
         Returns
         -------
-        list of ndarray of shape (length_i, n_states), or ndarray of shape (n_tokens, n_states)
-            Rows sum to one. Same layout as ``X``.
+        list of ndarray, or ndarray of shape (n_tokens, n_states)
+            Rows sum to one. Same layout as ``X`` (a list of ``(length_i, n_states)``
+            arrays for a list).
         """
         p, as_list = self._potentials_flat(X, lengths)
         marg = infer(p, map=False, marginals=True).marginals
@@ -643,9 +661,12 @@ class ChainCRF(BaseEstimator):
 
         Parameters
         ----------
-        X : list of array-like of shape (length_i, n_features), or array-like of shape (n_tokens, n_features)
-        y : list of array-like of shape (length_i,), or array-like of shape (n_tokens,)
-        lengths : array-like of shape (n_chains,), optional
+        X : list of array-like, or array-like of shape (n_tokens, n_features)
+            Token features, as in :meth:`fit`.
+        y : list of array-like, or array-like of shape (n_tokens,)
+            True labels, as in :meth:`fit`.
+        lengths : array-like of shape (n_chains,), default=None
+            Chain lengths when ``X`` is a flat 2-d array.
 
         Returns
         -------
@@ -752,7 +773,9 @@ class ChainCRF(BaseEstimator):
             n_out = self.n_features_in_
         else:
             if fstate.get("class") not in FEATURE_MAPS:
-                raise ParameterError(f"unknown feature map {fstate.get('class')!r} in the manifest")
+                raise ParameterError(
+                    f"unknown feature map {fstate.get('class')!r} in the manifest"
+                )
             prefix = "features."
             farrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
             self.features_ = FEATURE_MAPS[fstate["class"]]._from_state(fstate["params"], farrays)
@@ -763,7 +786,11 @@ class ChainCRF(BaseEstimator):
                 )
             n_out = self.features_.n_features_out_
         shapes = {
-            "coef": (K, n_out), "intercept": (K,), "transitions": (K, K), "start": (K,), "end": (K,),
+            "coef": (K, n_out),
+            "intercept": (K,),
+            "transitions": (K, K),
+            "start": (K,),
+            "end": (K,),
         }
         for key, shape in shapes.items():
             arr = arrays.get(key)

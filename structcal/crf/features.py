@@ -35,7 +35,9 @@ def _image_shape_iv(image_shape):
     if (
         not isinstance(image_shape, (tuple, list))
         or len(image_shape) != 2
-        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in image_shape)
+        or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in image_shape
+        )
         or min(image_shape) < 1
     ):
         raise ParameterError(
@@ -229,7 +231,8 @@ class ImageFeatures(TransformerMixin, BaseEstimator):
     def _to_state(self):
         check_is_fitted(self, "projection_")
         params = self.get_params()
-        params["image_shape"] = None if params["image_shape"] is None else list(params["image_shape"])
+        if params["image_shape"] is not None:
+            params["image_shape"] = list(params["image_shape"])
         return params, {"mean": self.mean_, "projection": self.projection_}
 
     @classmethod
