@@ -115,6 +115,31 @@ def test_expected_statistics_sum_the_edge_marginals():
     np.testing.assert_allclose(problem.logz, r.log_partition, atol=1e-12)
 
 
+@pytest.mark.parametrize("scale", [1.0, 400.0])  # 400: the log-space fallback
+def test_parallel_and_serial_likelihood_kernels_agree_bit_for_bit(scale):
+    from structcal.inference._chain import scaled_exponentials
+
+    rng = np.random.default_rng(8)
+    Z, offsets, labels = _random_problem(rng, n_chains=300, K=4, empty=True)
+    U = scale * rng.standard_normal((Z.shape[0], 4))
+    pw = scale * rng.standard_normal((1, 4, 4))
+    E, ET, colmax = scaled_exponentials(pw)
+    n, chunk = 300, 32
+    out = []
+    for run in (_chain_kernels.expected_statistics, _chain_kernels.expected_statistics_serial):
+        n_chunks = -(-n // chunk)
+        res = (np.empty_like(U), np.empty((n_chunks, 4, 4)), np.empty(n), np.empty(n, np.int64))
+        run(U, offsets, pw, E, ET, colmax, chunk, *res)
+        out.append(res)
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+    assert (out[0][3] == 2).any() == (scale > 1)
+    r = forward_backward(ChainPotentials(U, offsets, pw[0]), edge_marginals=True)
+    np.testing.assert_allclose(out[0][0], r.marginals, atol=1e-12)
+    np.testing.assert_allclose(out[0][2], r.log_partition, rtol=1e-12)
+    np.testing.assert_allclose(out[0][1].sum(0), r.edge_marginals.sum(0), atol=1e-9)
+
+
 def test_structured_hinge_matches_enumeration():
     rng = np.random.default_rng(3)
     Z, offsets, labels = _random_problem(rng)

@@ -5,7 +5,7 @@ scaled forward/backward passes with their exact log-space fallback, and Viterbi)
 here re-implements a sweep. Layout as in that module: ``unary`` (n_tokens, K) with chains
 ``offsets[c]:offsets[c + 1]``; one transition matrix ``trans`` (K, K) shared by every edge.
 
-``expected_statistics``
+``expected_statistics`` (and ``expected_statistics_serial``, the same on one thread)
     One forward-backward per chain (``prange`` over chunks of chains). Writes the node
     marginals and the log-partition of each chain, and *sums* the edge marginals of every
     edge into one (K, K) matrix per chunk, so the (n_edges, K, K) array of edge marginals
@@ -31,9 +31,56 @@ from ..inference._chain import (
 )
 
 
+@kernel
+def _expected_statistics_chunk(
+    unary, offsets, trans, E, ET, colmax, c0, c1, marg, edge_sum, logz, status
+):
+    """Forward-backward on chains ``c0:c1``; adds their edge marginals into ``edge_sum`` (K, K).
+
+    Scratch is allocated once, sized for the longest of these chains; the edge marginals
+    of one chain at a time go to a small scratch array and are summed from there.
+    """
+    K = unary.shape[1]
+    Lmax = 1
+    for c in range(c0, c1):
+        Lmax = max(Lmax, offsets[c + 1] - offsets[c])
+    a = np.empty((Lmax, K))
+    u = np.empty((Lmax, K))
+    z = np.empty(Lmax)
+    beta = np.empty(K)
+    w = np.empty(K)
+    la = np.empty((Lmax, K))
+    lb = np.empty((Lmax, K))
+    edge = np.empty((Lmax, K, K))
+    for c in range(c0, c1):
+        s = offsets[c]
+        L = offsets[c + 1] - s
+        if L == 0:
+            logz[c] = 0.0
+            status[c] = STATUS_OK
+            continue
+        lz, ok = _forward_scaled(unary, s, L, trans, E, colmax, 0, 0, a, u, z)
+        if ok:
+            ok = _backward_scaled(s, L, E, ET, 0, 0, a, u, z, beta, w, marg, edge, 0, True)
+        if ok:
+            status[c] = STATUS_OK
+        else:
+            lz = _forward_backward_log(unary, s, L, trans, 0, 0, la, lb, marg, edge, 0, True)
+            status[c] = STATUS_FALLBACK
+        logz[c] = lz
+        for t in range(L - 1):
+            for i in range(K):
+                for j in range(K):
+                    edge_sum[i, j] += edge[t, i, j]
+
+
 @parallel_kernel
 def expected_statistics(unary, offsets, trans, E, ET, colmax, chunk, marg, edge_sum, logz, status):
     """Node marginals, per-chunk summed edge marginals and log-partition of every chain.
+
+    ``prange`` over chunks of ``chunk`` chains. With a chunk size that does not depend
+    on the number of threads, the result does not either (each chunk's sum is formed in
+    chain order).
 
     Parameters
     ----------
@@ -57,45 +104,28 @@ def expected_statistics(unary, offsets, trans, E, ET, colmax, chunk, marg, edge_
         potentials are finite).
     """
     n_chains = offsets.shape[0] - 1
-    K = unary.shape[1]
     n_chunks = (n_chains + chunk - 1) // chunk
     for b in prange(n_chunks):
-        c0 = b * chunk
-        c1 = min(n_chains, c0 + chunk)
-        Lmax = 1
-        for c in range(c0, c1):
-            Lmax = max(Lmax, offsets[c + 1] - offsets[c])
-        a = np.empty((Lmax, K))
-        u = np.empty((Lmax, K))
-        z = np.empty(Lmax)
-        beta = np.empty(K)
-        w = np.empty(K)
-        la = np.empty((Lmax, K))
-        lb = np.empty((Lmax, K))
-        edge = np.empty((Lmax, K, K))
-        for i in range(K):
-            for j in range(K):
-                edge_sum[b, i, j] = 0.0
-        for c in range(c0, c1):
-            s = offsets[c]
-            L = offsets[c + 1] - s
-            if L == 0:
-                logz[c] = 0.0
-                status[c] = STATUS_OK
-                continue
-            lz, ok = _forward_scaled(unary, s, L, trans, E, colmax, 0, 0, a, u, z)
-            if ok:
-                ok = _backward_scaled(s, L, E, ET, 0, 0, a, u, z, beta, w, marg, edge, 0, True)
-            if ok:
-                status[c] = STATUS_OK
-            else:
-                lz = _forward_backward_log(unary, s, L, trans, 0, 0, la, lb, marg, edge, 0, True)
-                status[c] = STATUS_FALLBACK
-            logz[c] = lz
-            for t in range(L - 1):
-                for i in range(K):
-                    for j in range(K):
-                        edge_sum[b, i, j] += edge[t, i, j]
+        edge_sum[b] = 0.0
+        _expected_statistics_chunk(
+            unary, offsets, trans, E, ET, colmax, b * chunk, min(n_chains, (b + 1) * chunk),
+            marg, edge_sum[b], logz, status,
+        )
+
+
+@kernel
+def expected_statistics_serial(
+    unary, offsets, trans, E, ET, colmax, chunk, marg, edge_sum, logz, status
+):
+    """:func:`expected_statistics` on one thread (same arguments, same result bit for bit)."""
+    n_chains = offsets.shape[0] - 1
+    n_chunks = (n_chains + chunk - 1) // chunk
+    for b in range(n_chunks):
+        edge_sum[b] = 0.0
+        _expected_statistics_chunk(
+            unary, offsets, trans, E, ET, colmax, b * chunk, min(n_chains, (b + 1) * chunk),
+            marg, edge_sum[b], logz, status,
+        )
 
 
 @kernel

@@ -33,7 +33,6 @@ from .._validation import (
 from ..exceptions import ConvergenceWarning, ParameterError, ParameterTypeError
 from ..inference import infer, score_labelings, viterbi
 from ..inference._chain import scaled_exponentials
-from ..inference.chain import _chunk
 from ..potentials import ChainPotentials
 from . import _chain_kernels
 from .features import FEATURE_MAPS
@@ -46,6 +45,12 @@ _DEFAULT_MAX_ITER = {"likelihood": 1000, "max_margin": 500}
 # about a quarter of a Frank-Wolfe pass) every this many passes, and at the last one
 _GAP_CHECK_EVERY = 5
 _DEFAULT_TOL = {"likelihood": 1e-5, "max_margin": 1e-2}
+# chains per work item of the likelihood kernel: fixed, so results do not depend on the
+# number of threads; below _PARALLEL_MIN_CHAINS chains the serial driver is used (a
+# parallel region costs more than it saves there, and idle OpenMP workers spinning
+# after it slow down the BLAS and L-BFGS calls in between)
+_CHUNK = 32
+_PARALLEL_MIN_CHAINS = 256
 
 
 # --------------------------------------------------------------------------- input checks
@@ -190,8 +195,9 @@ class _Likelihood:
             es[:] = Y[self.first].sum(axis=0)
             ee[:] = Y[self.last].sum(axis=0)
         self.empirical = emp
-        self.chunk = _chunk(self.n_chains)
+        self.chunk = _CHUNK
         self.n_chunks = -(-self.n_chains // self.chunk)
+        self.parallel = self.n_chains >= _PARALLEL_MIN_CHAINS
         self.marg = np.empty((n_tokens, K))
         self.edge_sum = np.empty((self.n_chunks, K, K))
         self.logz = np.empty(self.n_chains)
@@ -212,7 +218,11 @@ class _Likelihood:
         U = self.unary(theta)
         pw = np.ascontiguousarray(T)[None]
         E, ET, colmax = scaled_exponentials(pw)
-        _chain_kernels.expected_statistics(
+        run = (
+            _chain_kernels.expected_statistics if self.parallel
+            else _chain_kernels.expected_statistics_serial
+        )
+        run(
             U, self.offsets, pw, E, ET, colmax, self.chunk,
             self.marg, self.edge_sum, self.logz, self.status,
         )
