@@ -109,7 +109,7 @@ def bench_bcfw(Z, data, repeats):
     gram = np.concatenate(
         [(Z[a:b] @ Z[a:b].T + 1).ravel() for a, b in zip(data.offsets[:-1], data.offsets[1:])]
     )
-    theta, theta_avg, n_up = np.zeros(layout.size), np.zeros(layout.size), np.zeros(1)
+    theta, acc, n_up = np.zeros(layout.size), np.zeros(layout.size), np.zeros(1)
     mu = np.eye(K)[data.labels]
     edge_mu = np.zeros((n, K, K))
     chain = np.repeat(np.arange(n), lengths)
@@ -135,12 +135,13 @@ def bench_bcfw(Z, data, repeats):
             edge_mu,
             loss_i,
             True,
-            theta_avg,
+            acc,
             n_up,
         )
 
     def check():
-        _structured_hinge(layout, theta_avg, Z, data.offsets, data.labels, True)
+        w = _chain_kernels.averaged_iterate(theta, acc, n_up)
+        _structured_hinge(layout, w, Z, data.offsets, data.labels, True)
 
     return {
         "n_features": Z.shape[1],

@@ -169,31 +169,28 @@ def test_bcfw_factored_dual_reconstructs_the_weights():
     gram = np.concatenate(
         [(Z[a:b] @ Z[a:b].T + 1).ravel() for a, b in zip(offsets[:-1], offsets[1:])]
     )
-    theta, theta_avg, n_up = np.zeros(layout.size), np.zeros(layout.size), np.zeros(1)
+    kernel_gram = np.empty_like(gram)
+    _chain_kernels.chain_grams(Z, offsets, goff, kernel_gram)
+    np.testing.assert_allclose(kernel_gram, gram, rtol=1e-13)
+    theta, acc, n_up = np.zeros(layout.size), np.zeros(layout.size), np.zeros(1)
     mu = np.eye(K)[labels]
     edge_mu = np.zeros((n, K, K))
     for i in range(n):
         a, b = offsets[i], offsets[i + 1]
         np.add.at(edge_mu[i], (labels[a : b - 1], labels[a + 1 : b]), 1.0)
     loss_i = np.zeros(n)
-    for _ in range(7):
+    # one block step at a time, to check the averaging accumulator against the recursion
+    # avg_m = (1 - rho) avg_{m-1} + rho w_m, rho = 2 / (m + 1)
+    avg = np.zeros(layout.size)
+    for m, block in enumerate(np.concatenate([rng.permutation(n) for _ in range(7)]), 1):
         _chain_kernels.bcfw_pass(
-            Z,
-            goff,
-            gram,
-            offsets,
-            labels,
-            rng.permutation(n).astype(np.int64),
-            lam * n,
-            True,
-            theta,
-            mu,
-            edge_mu,
-            loss_i,
-            True,
-            theta_avg,
-            n_up,
-        )
+            Z, goff, gram, offsets, labels, np.array([block]), lam * n, True,
+            theta, mu, edge_mu, loss_i, True, acc, n_up,
+        )  # fmt: skip
+        avg += 2.0 / (m + 1) * (theta - avg)
+    theta_avg = _chain_kernels.averaged_iterate(theta, acc, n_up)
+    assert n_up[0] == 7 * n
+    np.testing.assert_allclose(theta_avg, avg, rtol=1e-10, atol=1e-12)
     Y = np.eye(K)[labels]
     first, last = offsets[:-1], offsets[1:] - 1
     emp_T = np.zeros((K, K))

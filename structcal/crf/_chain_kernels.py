@@ -129,6 +129,24 @@ def expected_statistics_serial(
 
 
 @kernel
+def chain_grams(X, offsets, gram_offsets, gram):
+    """Write each chain's token Gram matrix ``X_i X_i^T + 1`` (row-major) into ``gram``."""
+    n = offsets.shape[0] - 1
+    d = X.shape[1]
+    for i in range(n):
+        s = offsets[i]
+        L = offsets[i + 1] - s
+        g0 = gram_offsets[i]
+        for t in range(L):
+            for t2 in range(t, L):
+                acc = 1.0
+                for f in range(d):
+                    acc += X[s + t, f] * X[s + t2, f]
+                gram[g0 + t * L + t2] = acc
+                gram[g0 + t2 * L + t] = acc
+
+
+@kernel
 def unpack(theta, K, d):
     """Return views ``(W (K, d), b (K,), trans (K, K), start (K,), end (K,))`` of ``theta``."""
     o = K * d
@@ -143,26 +161,48 @@ def unpack(theta, K, d):
 @kernel
 def _bcfw_step(
     X, s, L, i, gamma, step, delta, dedge, ell_s, use_start_end,
-    W, b, trans, start, end, mu, edge_mu, loss_i,
+    theta, mu, edge_mu, loss_i, acc, acc_weight,
 ):
     """Move block ``i`` a fraction ``gamma`` towards its Frank-Wolfe corner.
 
     ``w += gamma (w_s - w_i)`` (``step`` is ``gamma / (lam n)``), and the block's dual
-    variables (``mu``, ``edge_mu``, ``loss_i``) likewise.
+    variables (``mu``, ``edge_mu``, ``loss_i``) likewise. The same change of the
+    parameters, times ``acc_weight``, is added to ``acc`` (the averaging accumulator; skip
+    with ``acc_weight = 0``).
     """
-    K, d = W.shape
-    # w_s - w_i = -(1 / (lam n)) (phi(y*) - E_mu phi): token, edge, start and end parts
-    W -= step * np.dot(delta[:L].T, X[s : s + L])
+    K = mu.shape[1]
+    d = X.shape[1]
+    W, b, trans, start, end = unpack(theta, K, d)
+    AW, Ab, Atrans, Astart, Aend = unpack(acc, K, d)
+    do_acc = acc_weight != 0.0
+    # w_s - w_i = -(1 / (lam n)) (phi(y*) - E_mu phi): token, edge, start and end parts.
+    # delta is sparse (the truth, y* and the few labels the dual has put mass on): one
+    # axpy per non-zero beats a dense (K x L) @ (L x d) product.
     for t in range(L):
         for k in range(K):
-            b[k] -= step * delta[t, k]
+            dk = delta[t, k]
+            if dk != 0.0:
+                sdk = step * dk
+                for f in range(d):
+                    W[k, f] -= sdk * X[s + t, f]
+                b[k] -= sdk
+                if do_acc:
+                    adk = acc_weight * sdk
+                    for f in range(d):
+                        AW[k, f] -= adk * X[s + t, f]
+                    Ab[k] -= adk
     for k in range(K):
         for j in range(K):
             trans[k, j] -= step * dedge[k, j]
+            if do_acc:
+                Atrans[k, j] -= acc_weight * step * dedge[k, j]
     if use_start_end:
         for k in range(K):
             start[k] -= step * delta[0, k]
             end[k] -= step * delta[L - 1, k]
+            if do_acc:
+                Astart[k] -= acc_weight * step * delta[0, k]
+                Aend[k] -= acc_weight * step * delta[L - 1, k]
     for t in range(L):
         for k in range(K):
             mu[s + t, k] += gamma * delta[t, k]
@@ -175,7 +215,7 @@ def _bcfw_step(
 @kernel
 def bcfw_pass(
     X, gram_offsets, gram, offsets, labels, order, lam_n, use_start_end,
-    theta, mu, edge_mu, loss_i, averaged, theta_avg, n_updates,
+    theta, mu, edge_mu, loss_i, averaged, acc, n_updates,
 ):
     """One pass of block-coordinate Frank-Wolfe for the Hamming-loss structured SVM.
 
@@ -197,8 +237,8 @@ def bcfw_pass(
     offsets : ndarray of shape (n_chains + 1,), int64
     labels : ndarray of shape (n_tokens,), int64
         The true labels.
-    order : ndarray of shape (n_chains,), int64
-        The order in which blocks are visited.
+    order : ndarray of shape (n_steps,), int64
+        The blocks to visit, in order (a permutation of the chains for one pass).
     lam_n : float
         ``lam * n``.
     use_start_end : bool
@@ -212,12 +252,13 @@ def bcfw_pass(
     loss_i : ndarray of shape (n_chains,)
         ``ell_i``, block ``i``'s share of the dual's linear term; updated in place.
     averaged : bool
-        Also maintain the weighted average of the iterates.
-    theta_avg : ndarray like ``theta``
-        The weighted average ``(2 / (k (k + 1))) sum_j j theta_j`` over the ``k`` block
-        steps so far; updated in place when ``averaged``.
+        Also maintain the weighted average of the iterates (Lacoste-Julien et al. 2013,
+        sec. 4), through ``acc``.
+    acc : ndarray like ``theta``
+        Averaging accumulator (start at zeros with ``theta``); see
+        :func:`averaged_iterate`. Updated in place when ``averaged``.
     n_updates : ndarray of shape (1,)
-        Number of block steps ``k`` so far (a float); updated in place when ``averaged``.
+        Number of block steps so far (a float); updated in place when ``averaged``.
 
     Returns
     -------
@@ -243,7 +284,7 @@ def bcfw_pass(
     gap = 0.0
     n_wrong = 0
     pw = trans.reshape((1, K, K))
-    for oi in range(n):
+    for oi in range(order.shape[0]):
         i = order[oi]
         s = offsets[i]
         L = offsets[i + 1] - s
@@ -308,15 +349,29 @@ def bcfw_pass(
         gamma = 0.0
         if sq > 0.0:
             gamma = min(max(block_gap * lam_n * n / sq, 0.0), 1.0)
+        acc_weight = 0.0
+        if averaged:
+            # step m (1-based) adds m (m - 1) / 2 times its change to the accumulator
+            n_updates[0] += 1.0
+            acc_weight = 0.5 * n_updates[0] * (n_updates[0] - 1.0)
         if gamma > 0.0:
             _bcfw_step(
                 X, s, L, i, gamma, gamma / lam_n, delta, dedge, ell_s, use_start_end,
-                W, b, trans, start, end, mu, edge_mu, loss_i,
+                theta, mu, edge_mu, loss_i, acc, acc_weight,
             )
-        if averaged:
-            # weighted averaging (Lacoste-Julien et al. 2013, sec. 4): rho = 2 / (k + 2)
-            n_updates[0] += 1.0
-            rho = 2.0 / (n_updates[0] + 1.0)
-            for q in range(theta.shape[0]):
-                theta_avg[q] += rho * (theta[q] - theta_avg[q])
     return gap, n_wrong
+
+
+def averaged_iterate(theta, acc, n_updates):
+    """Return the weighted average of the iterates from the accumulator of :func:`bcfw_pass`.
+
+    With ``w_m`` the parameters after block step ``m`` (``w_0 = 0``) and ``c`` steps so
+    far, the average ``(2 / (c (c + 1))) sum_{m <= c} m w_m`` equals
+    ``w_c - (2 / (c (c + 1))) sum_m (m (m - 1) / 2) (w_m - w_{m-1})``; the kernel keeps
+    the sum (``acc``), which changes only where the parameters do, so averaging costs no
+    dense pass over the weights per step.
+    """
+    c = float(n_updates[0])
+    if c == 0.0:
+        return theta.copy()
+    return theta - acc * (2.0 / (c * (c + 1.0)))

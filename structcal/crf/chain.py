@@ -541,11 +541,9 @@ class ChainCRF(BaseEstimator):
         gram_offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths * lengths, out=gram_offsets[1:])
         gram = np.empty(int(gram_offsets[-1]))
-        for i in range(n):  # one small matmul per chain, once
-            a, c = offsets[i], offsets[i + 1]
-            gram[gram_offsets[i] : gram_offsets[i + 1]] = (Z[a:c] @ Z[a:c].T + 1.0).ravel()
+        _chain_kernels.chain_grams(Z, offsets, gram_offsets, gram)
         theta = np.zeros(layout.size)
-        theta_avg = np.zeros(layout.size)
+        acc = np.zeros(layout.size)  # averaging accumulator, see averaged_iterate
         n_updates = np.zeros(1)
         # the dual starts at alpha_i = delta(y_i): marginals are the one-hot truth
         mu = np.zeros((n_tokens, K))
@@ -564,12 +562,12 @@ class ChainCRF(BaseEstimator):
             order = rng.permutation(n).astype(np.int64)
             est, _ = _chain_kernels.bcfw_pass(
                 Z, gram_offsets, gram, offsets, labels, order, alpha * n, start_end,
-                theta, mu, edge_mu, loss_i, averaging, theta_avg, n_updates,
+                theta, mu, edge_mu, loss_i, averaging, acc, n_updates,
             )
             report = verbose and it % verbose == 0
             if not (it % _GAP_CHECK_EVERY == 0 or it == max_iter or report):
                 continue
-            w = theta_avg if averaging else theta
+            w = _chain_kernels.averaged_iterate(theta, acc, n_updates) if averaging else theta
             dual = -0.5 * alpha * np.dot(theta, theta) + loss_i.sum()
             primal = 0.5 * alpha * np.dot(w, w) + _structured_hinge(
                 layout, w, Z, offsets, labels, start_end
@@ -578,7 +576,7 @@ class ChainCRF(BaseEstimator):
             if report:
                 print(
                     f"ChainCRF max_margin: pass {it:4d}  primal {primal:.6f}  dual {dual:.6f}  "
-                    f"gap {gap:.3g} est {est:.3g}"
+                    f"gap {gap:.3g} (running estimate {est:.3g})"
                 )
             if gap <= tol * primal:
                 converged = True
@@ -591,7 +589,7 @@ class ChainCRF(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        w = theta_avg if averaging else theta
+        w = _chain_kernels.averaged_iterate(theta, acc, n_updates) if averaging else theta
         return w.copy(), it, converged, primal, float(gap)
 
     # ------------------------------------------------------------------ prediction
