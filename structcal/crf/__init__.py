@@ -1,3 +1,6 @@
 """Trainable CRF models that produce potentials (one producer among many)."""
 
-__all__: list[str] = []
+from .chain import ChainCRF
+from .features import ImageFeatures
+
+__all__ = ["ChainCRF", "ImageFeatures"]
