@@ -1,3 +1,5 @@
 """Trainable CRF models that produce potentials (one producer among many)."""
 
-__all__: list[str] = []
+from .graph import GraphCRF
+
+__all__ = ["GraphCRF"]
