@@ -8,12 +8,16 @@ through the public functions of ``structcal.inference.graph``:
 * 10 loopy sum-product BP sweeps (``belief_propagation(..., tol=0, max_iter=10)``),
   each sending all 2 x n_edges messages once;
 
-with random pairwise potentials given three ways: one 21 x 21 matrix per edge (the
-general case: 10 x 2 x n_edges x 21^2 = 2.4-2.7 million multiply-adds per graph for mean
-field), one matrix shared by every edge, and Potts weights per edge. The headline keys
-``meanfield_graphs_per_s_1thread`` etc. are the per-edge-matrix case; ``_shared`` and
-``_potts`` keys give the others. 1 thread (``numba.set_num_threads(1)``) and all
-threads; medians (and range) of ``--repeats`` runs; JIT compilation timed separately.
+with random pairwise potentials given three ways: one 21 x 21 matrix shared by every
+edge (a CRF's learned compatibility matrix, the headline keys
+``meanfield_graphs_per_s_1thread`` etc.), one matrix per edge (keys ending ``_per_edge``)
+and Potts weights per edge (``_potts``). Counted naively, 10 sweeps are 10 x 2 x n_edges x
+21^2 = 2.4-2.7 million multiply-adds per graph; with one matrix per edge the kernel does
+exactly that (and streams 2 MB of matrices per sweep, so it is memory-bound); with a shared
+matrix it projects each node's distribution through the matrix once per sweep (about
+0.9 million multiply-adds per graph in all); Potts needs O(n_edges K). 1 thread
+(``numba.set_num_threads(1)``) and all threads; medians (and range) of ``--repeats`` runs;
+JIT compilation timed separately.
 
 If pgmpy is importable (it is not a dependency; see the README's note), its loopy BP is
 run on a small grid for comparison and what happened is reported.
@@ -45,13 +49,16 @@ def scene_potentials(n_graphs: int, kind: str, seed: int = 0) -> GraphPotentials
     unary = rng.standard_normal((data.n_nodes, K))
     m = data.edges.shape[0]
     if kind == "per_edge":
-        return GraphPotentials(unary, data.offsets, data.edges, data.edge_offsets,
-                               0.5 * rng.standard_normal((m, K, K)))
+        return GraphPotentials(
+            unary, data.offsets, data.edges, data.edge_offsets, 0.5 * rng.standard_normal((m, K, K))
+        )
     if kind == "shared":
-        return GraphPotentials(unary, data.offsets, data.edges, data.edge_offsets,
-                               0.5 * rng.standard_normal((K, K)))
-    return GraphPotentials(unary, data.offsets, data.edges, data.edge_offsets,
-                           potts=rng.uniform(0, 1, size=m))
+        return GraphPotentials(
+            unary, data.offsets, data.edges, data.edge_offsets, 0.5 * rng.standard_normal((K, K))
+        )
+    return GraphPotentials(
+        unary, data.offsets, data.edges, data.edge_offsets, potts=rng.uniform(0, 1, size=m)
+    )
 
 
 def time_call(fn, repeats):
@@ -70,48 +77,88 @@ TASKS = {
 
 
 def pgmpy_comparison(size=4, n_states=3, seed=0):
-    """pgmpy's loopy BP on a ``size x size`` grid, if pgmpy is importable."""
+    """pgmpy on a ``size x size`` grid with random potentials, if pgmpy is importable.
+
+    pgmpy (1.1.2) has no loopy BP: ``BeliefPropagation`` is exact junction-tree
+    calibration (memory exponential in the grid width), ``BeliefPropagationWithMessagePassing``
+    is documented for loop-free factor graphs only, and ``Mplp`` computes MAP labelings.
+    Each is run and what happens is recorded; structcal's loopy BP is scored against the
+    junction-tree marginals and its MAP score against Mplp's. Keep the grid small: a 6 x 6
+    grid with 5 states already needs a 45 GiB table in the junction tree.
+    """
     try:
         import pgmpy
+        from pgmpy.factors.discrete import DiscreteFactor
+        from pgmpy.inference import BeliefPropagation, BeliefPropagationWithMessagePassing, Mplp
+        from pgmpy.models import DiscreteMarkovNetwork, FactorGraph
     except ImportError:
         return {"pgmpy": "not installed (not a structcal dependency)"}
-    out = {"pgmpy_version": getattr(pgmpy, "__version__", "?")}
+    from structcal.datasets import grid_edges
+    from structcal.inference.graph import map_inference, score_labelings
+
+    out = {"pgmpy_version": pgmpy.__version__, "pgmpy_grid": f"{size}x{size}, {n_states} states"}
+    rng = np.random.default_rng(seed)
+    edges, _ = grid_edges(size, size)
+    n = size * size
+    unary = 0.5 * rng.standard_normal((n, n_states))
+    pw = 0.5 * rng.standard_normal((edges.shape[0], n_states, n_states))
+    p = GraphPotentials(unary, [0, n], edges, [0, edges.shape[0]], pw)
+    names = [f"x{i}" for i in range(n)]
+
+    def factors():
+        fs = [DiscreteFactor([names[i]], [n_states], np.exp(unary[i])) for i in range(n)]
+        fs += [
+            DiscreteFactor([names[a], names[b]], [n_states, n_states], np.exp(pw[e]).ravel())
+            for e, (a, b) in enumerate(edges)
+        ]
+        return fs
+
+    def network():
+        model = DiscreteMarkovNetwork([(names[a], names[b]) for a, b in edges])
+        model.add_factors(*factors())
+        return model
+
+    belief_propagation(p, warn=False)  # compile outside the timings
+    map_inference(p, warn=False)
+    t = time.perf_counter()
+    ours = belief_propagation(p, warn=False)
+    out["structcal_loopy_bp_seconds"] = time.perf_counter() - t
+    exact = None
     try:
-        from pgmpy.factors.discrete import DiscreteFactor
-        try:
-            from pgmpy.models import MarkovNetwork
-        except ImportError:  # older pgmpy
-            from pgmpy.models import MarkovModel as MarkovNetwork
-        from structcal.datasets import grid_edges
-        from structcal.inference.exact import exact_graph
-
-        rng = np.random.default_rng(seed)
-        edges, _ = grid_edges(size, size)
-        n = size * size
-        unary = 0.5 * rng.standard_normal((n, n_states))
-        pw = 0.5 * rng.standard_normal((edges.shape[0], n_states, n_states))
-        p = GraphPotentials(unary, [0, n], edges, [0, edges.shape[0]], pw)
-        names = [f"x{i}" for i in range(n)]
-        model = MarkovNetwork([(names[a], names[b]) for a, b in edges])
-        factors = [DiscreteFactor([names[i]], [n_states], np.exp(unary[i])) for i in range(n)]
-        factors += [DiscreteFactor([names[a], names[b]], [n_states, n_states], np.exp(pw[e]).ravel())
-                    for e, (a, b) in enumerate(edges)]
-        model.add_factors(*factors)
-        from pgmpy.inference import BeliefPropagation
-
         t = time.perf_counter()
-        bp = BeliefPropagation(model)
-        bp.calibrate()
-        marg = np.array([bp.query([v], show_progress=False).values for v in names])
-        out["pgmpy_seconds"] = time.perf_counter() - t
-        ex = exact_graph(p, 0)
-        ours = belief_propagation(p, warn=False)
-        out["pgmpy_max_marginal_error_vs_exact"] = float(np.abs(marg - ex.marginals).max())
-        out["structcal_bp_max_marginal_error_vs_exact"] = float(np.abs(ours.marginals - ex.marginals).max())
-        out["pgmpy_note"] = ("pgmpy.inference.BeliefPropagation is exact junction-tree "
-                             "calibration, not loopy BP")
-    except Exception as exc:  # report whatever pgmpy does on a loopy grid
-        out["pgmpy_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        jt = BeliefPropagation(network())
+        jt.calibrate()
+        exact = np.array([jt.query([v], show_progress=False).values for v in names])
+        out["pgmpy_junction_tree_seconds"] = time.perf_counter() - t
+        out["structcal_loopy_bp_max_error_vs_pgmpy_exact"] = float(
+            np.abs(ours.marginals - exact).max()
+        )
+    except Exception as exc:
+        out["pgmpy_junction_tree_error"] = f"{type(exc).__name__}: {exc}"[:200]
+    try:
+        fg = FactorGraph()
+        fg.add_nodes_from(names)
+        fs = factors()
+        fg.add_factors(*fs)
+        for f in fs:
+            fg.add_edges_from([(v, f) for v in f.scope()])
+        res = BeliefPropagationWithMessagePassing(fg).query(names)
+        marg = np.array([res[v].values for v in names])
+        out["pgmpy_message_passing"] = "ran"
+        if exact is not None:
+            out["pgmpy_message_passing_max_error"] = float(np.abs(marg - exact).max())
+    except BaseException as exc:  # RecursionError on graphs with loops
+        out["pgmpy_message_passing_error"] = f"{type(exc).__name__}: {exc}"[:200]
+    try:
+        t = time.perf_counter()
+        r = Mplp(network()).map_query()
+        out["pgmpy_mplp_seconds"] = time.perf_counter() - t
+        out["pgmpy_mplp_map_score"] = float(score_labelings(p, np.array([r[v] for v in names]))[0])
+    except Exception as exc:
+        out["pgmpy_mplp_error"] = f"{type(exc).__name__}: {exc}"[:200]
+    t = time.perf_counter()
+    out["structcal_map_score"] = float(map_inference(p, warn=False).map_score[0])
+    out["structcal_map_seconds"] = time.perf_counter() - t
     return out
 
 
@@ -133,7 +180,9 @@ def main():
 
     all_threads = numba.config.NUMBA_NUM_THREADS
     results, rows = {}, []
-    problems = {kind: scene_potentials(args.graphs, kind) for kind in ("per_edge", "shared", "potts")}
+    problems = {
+        kind: scene_potentials(args.graphs, kind) for kind in ("per_edge", "shared", "potts")
+    }
     for threads in (1, all_threads):
         numba.set_num_threads(threads)
         tag = "1thread" if threads == 1 else "all_threads"
@@ -142,11 +191,11 @@ def main():
                 fn(p)  # warm
                 times = time_call(lambda: fn(p), args.repeats)
                 gps = p.n_graphs / times
-                suffix = "" if kind == "per_edge" else f"_{kind}"
+                suffix = "" if kind == "shared" else f"_{kind}"
                 results[f"{name}_graphs_per_s_{tag}{suffix}"] = float(np.median(gps))
                 rows.append((name, kind, threads, np.median(gps), gps.min(), gps.max()))
     numba.set_num_threads(all_threads)
-    p = problems["per_edge"]
+    p = problems["shared"]
     out = {
         **results,
         "compile_seconds": compile_seconds,
@@ -166,14 +215,18 @@ def main():
     if args.json:
         print(json.dumps(out))
         return
-    print(f"graph inference: {p.n_graphs} graphs per run, {out['nodes_per_graph']:.0f} nodes, "
-          f"{out['edges_per_graph']:.1f} edges, {p.n_states} states, 10 sweeps")
+    print(
+        f"graph inference: {p.n_graphs} graphs per run, {out['nodes_per_graph']:.0f} nodes, "
+        f"{out['edges_per_graph']:.1f} edges, {p.n_states} states, 10 sweeps"
+    )
     print(f"JIT compile (first calls, this process): {compile_seconds:.2f} s")
-    print(f"{'task':<12}{'pairwise':<10}{'threads':>8}{'median graphs/s':>17}{'min':>10}{'max':>10}")
+    print(
+        f"{'task':<12}{'pairwise':<10}{'threads':>8}{'median graphs/s':>17}{'min':>10}{'max':>10}"
+    )
     for name, kind, threads, med, lo, hi in rows:
         print(f"{name:<12}{kind:<10}{threads:>8}{med:>17,.0f}{lo:>10,.0f}{hi:>10,.0f}")
     for k, v in out.items():
-        if k.startswith(("pgmpy", "structcal_bp")):
+        if k.startswith(("pgmpy", "structcal_")):
             print(f"{k}: {v}")
 
 

@@ -1,5 +1,7 @@
-"""Graph CRF with linear unary and edge-feature pairwise scores (pseudo-likelihood or
-approximate likelihood training)."""
+"""Graph CRF with linear unary and edge-feature pairwise scores.
+
+Trained by pseudo-likelihood or by approximate likelihood (mean field, Bethe).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +16,14 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .. import io
-from .._validation import as_float_array, as_int_array, check_float, check_int, check_option, describe
+from .._validation import (
+    as_float_array,
+    as_int_array,
+    check_float,
+    check_int,
+    check_option,
+    describe,
+)
 from ..datasets.graphs import GraphDataset
 from ..exceptions import ConvergenceWarning, ParameterError, ParameterTypeError
 from ..inference.graph import (
@@ -37,8 +46,11 @@ _MARGINALS = ("belief_propagation", "mean_field")
 
 
 class _Graphs:
-    """A validated batch of graphs: stacked node features, global edges, edge features,
-    and the structure (adjacency, forest flags) built once."""
+    """A validated batch of graphs.
+
+    Stacked node features, global edges, edge features, and the structure (adjacency,
+    forest flags, incidence matrices) built once.
+    """
 
     def __init__(self, nodes, offsets, edges, edge_offsets, efeat, as_list):
         self.nodes = nodes
@@ -49,7 +61,9 @@ class _Graphs:
         self.as_list = as_list
         # one-hot edge features select one matrix per edge: keep them as edge types
         m, d = efeat.shape
-        onehot = m > 0 and bool(np.all((efeat == 0) | (efeat == 1)) and np.all(efeat.sum(axis=1) == 1))
+        onehot = m > 0 and bool(
+            np.all((efeat == 0) | (efeat == 1)) and np.all(efeat.sum(axis=1) == 1)
+        )
         self.edge_type = np.ascontiguousarray(efeat.argmax(axis=1)) if onehot else None
         if m == 0:
             self.edge_type = np.zeros(0, np.int64)
@@ -70,16 +84,38 @@ class _Graphs:
         """GraphPotentials with the batch's structure (no re-validation of the edges)."""
         if potts_weights is not None:
             w = self.efeat @ potts_weights if self.efeat.shape[0] else np.zeros(0)
-            return GraphPotentials._trusted(unary, self.offsets, self.edges, self.edge_offsets,
-                                            potts=w, adjacency=self.adjacency, is_forest=self.is_forest)
+            return GraphPotentials._trusted(
+                unary,
+                self.offsets,
+                self.edges,
+                self.edge_offsets,
+                potts=w,
+                adjacency=self.adjacency,
+                is_forest=self.is_forest,
+            )
         if self.edge_type is not None:
             pw = pairwise[0] if pairwise.shape[0] == 1 else pairwise
             et = None if pairwise.shape[0] == 1 else self.edge_type
-            return GraphPotentials._trusted(unary, self.offsets, self.edges, self.edge_offsets, pw,
-                                            edge_type=et, adjacency=self.adjacency, is_forest=self.is_forest)
+            return GraphPotentials._trusted(
+                unary,
+                self.offsets,
+                self.edges,
+                self.edge_offsets,
+                pw,
+                edge_type=et,
+                adjacency=self.adjacency,
+                is_forest=self.is_forest,
+            )
         pw = np.einsum("ef,fab->eab", self.efeat, pairwise)
-        return GraphPotentials._trusted(unary, self.offsets, self.edges, self.edge_offsets, pw,
-                                        adjacency=self.adjacency, is_forest=self.is_forest)
+        return GraphPotentials._trusted(
+            unary,
+            self.offsets,
+            self.edges,
+            self.edge_offsets,
+            pw,
+            adjacency=self.adjacency,
+            is_forest=self.is_forest,
+        )
 
     def split(self, values):
         return [values[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
@@ -100,11 +136,31 @@ def _graphs_iv(X, name="X") -> _Graphs:
         if offsets[-1] != n:
             raise ParameterError(f"`{name}.offsets` must end at the number of nodes ({n})")
         edges = as_int_array(X.edges, f"{name}.edges", ndim=2, shape=(None, 2))
-        efeat = as_float_array(X.edge_features, f"{name}.edge_features", ndim=2,
-                               shape=(edges.shape[0], None))
+        efeat = as_float_array(
+            X.edge_features, f"{name}.edge_features", ndim=2, shape=(edges.shape[0], None)
+        )
         _check_structure(edges, offsets, np.asarray(X.edge_offsets, dtype=np.int64), name)
-        return _Graphs(nodes, offsets, edges, np.asarray(X.edge_offsets, dtype=np.int64), efeat, False)
-    if isinstance(X, np.ndarray) or not isinstance(X, (list, tuple)):
+        return _Graphs(
+            nodes, offsets, edges, np.asarray(X.edge_offsets, dtype=np.int64), efeat, False
+        )
+    if isinstance(X, np.ndarray) or sp.issparse(X):
+        # a plain 2-d array: every row is a graph of one node (multinomial logistic regression)
+        if sp.issparse(X):
+            nodes = sp.csr_matrix(X, dtype=np.float64)
+            if nodes.nnz and not np.isfinite(nodes.data).all():
+                raise ParameterError(f"`{name}` must be finite")
+        else:
+            nodes = as_float_array(X, name, ndim=2)
+        n = nodes.shape[0]
+        return _Graphs(
+            nodes,
+            np.arange(n + 1, dtype=np.int64),
+            np.zeros((0, 2), np.int64),
+            np.zeros(n + 1, dtype=np.int64),
+            np.zeros((0, 1)),
+            False,
+        )
+    if not isinstance(X, (list, tuple)):
         raise ParameterTypeError(
             f"`{name}` must be a list of (node_features, edges[, edge_features]) tuples or a "
             f"GraphDataset; got {describe(X)}"
@@ -141,11 +197,15 @@ def _graphs_iv(X, name="X") -> _Graphs:
         e = np.asarray(item[1]) if not isinstance(item[1], np.ndarray) else item[1]
         if e.size == 0:
             e = np.zeros((0, 2), np.int64)
-        e = as_int_array(e, f"edges of {name}[{g}]", ndim=2, shape=(None, 2), low=0, high=max(n_g, 1))
+        e = as_int_array(
+            e, f"edges of {name}[{g}]", ndim=2, shape=(None, 2), low=0, high=max(n_g, 1)
+        )
         if n_g == 0 and e.shape[0]:
             raise ParameterError(f"edges of `{name}[{g}]` must be empty: the graph has no nodes")
         if len(item) == 3 and item[2] is not None:
-            f = as_float_array(item[2], f"edge features of {name}[{g}]", ndim=2, shape=(e.shape[0], None))
+            f = as_float_array(
+                item[2], f"edge features of {name}[{g}]", ndim=2, shape=(e.shape[0], None)
+            )
         else:
             f = np.ones((e.shape[0], 1))
         if d_e is None:
@@ -215,12 +275,16 @@ def _labels_iv(y, graphs: _Graphs, n_states=None, name="y") -> np.ndarray:
             lab = as_int_array(lab, f"{name}[{g}]", ndim=1, low=0, high=high)
             want = int(graphs.offsets[g + 1] - graphs.offsets[g])
             if lab.shape[0] != want:
-                raise ParameterError(f"`{name}[{g}]` must have one label per node ({want}); got {lab.shape[0]}")
+                raise ParameterError(
+                    f"`{name}[{g}]` must have one label per node ({want}); got {lab.shape[0]}"
+                )
             parts.append(lab)
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
     lab = as_int_array(y, name, ndim=1, low=0, high=high)
     if lab.shape[0] != n:
-        raise ParameterError(f"`{name}` must have one label per node ({n}); got length {lab.shape[0]}")
+        raise ParameterError(
+            f"`{name}` must have one label per node ({n}); got length {lab.shape[0]}"
+        )
     return lab
 
 
@@ -244,8 +308,8 @@ class _Layout:
     def unpack(self, theta):
         K, d = self.K, self.d
         W = theta[: K * d].reshape(K, d)
-        b = theta[K * d: K * d + K]
-        rest = theta[K * d + K:]
+        b = theta[K * d : K * d + K]
+        rest = theta[K * d + K :]
         if self.pairwise == "potts":
             return W, b, None, rest
         if self.pairwise == "symmetric":
@@ -272,9 +336,11 @@ def _onehot(labels, K):
 
 
 def _pl_logits(graphs: _Graphs, unary, P, w, labels):
-    """Conditional logits ``unary[i] + sum_j psi_ij(., y_j)`` straight from the parameters
-    (``O(n_edges n_edge_features K)``, no per-edge matrix): the same numbers as
-    :func:`structcal.inference.graph.pseudo_marginals` computes from potentials."""
+    """Conditional logits ``unary[i] + sum_j psi_ij(., y_j)`` from the parameters.
+
+    Costs ``O(n_edges n_edge_features K)``, no per-edge matrix): the same numbers as
+    :func:`structcal.inference.graph.pseudo_marginals` computes from potentials.
+    """
     F = graphs.efeat
     ys = labels[graphs.edges[:, 0]]
     yt = labels[graphs.edges[:, 1]]
@@ -293,9 +359,11 @@ def _pl_logits(graphs: _Graphs, unary, P, w, labels):
 
 
 def _pl_pairwise_grad(graphs: _Graphs, layout: _Layout, labels, R):
-    """Gradient of the pseudo-likelihood w.r.t. the pairwise parameters, given the
-    residuals ``R = softmax(logits) - onehot(y)``: edge ``e = (s, t)`` adds ``R[s]`` to
-    column ``y_t`` and ``R[t]`` to row ``y_s`` of its matrix, weighted by ``f_e``."""
+    """Gradient of the pseudo-likelihood w.r.t. the pairwise parameters.
+
+    Given the residuals ``R = softmax(logits) - onehot(y)``: edge ``e = (s, t)`` adds ``R[s]`` to
+    column ``y_t`` and ``R[t]`` to row ``y_s`` of its matrix, weighted by ``f_e``.
+    """
     F = graphs.efeat
     m, d_e = F.shape
     K = layout.K
@@ -394,8 +462,10 @@ class GraphCRF(BaseEstimator):
     edge_features)`` tuples -- node features of shape (n_nodes_g, n_features) (dense or
     scipy.sparse), edges of shape (n_edges_g, 2) with local node indices, edge features
     of shape (n_edges_g, n_edge_features) -- or a
-    :class:`~structcal.datasets.GraphDataset` (flat arrays). Outputs follow the input: a
-    list in, a list of per-graph arrays out; a GraphDataset in, flat arrays out.
+    :class:`~structcal.datasets.GraphDataset` (flat arrays), or a 2-d array in which
+    every row is a graph of one node (the model is then a multinomial logistic
+    regression). Outputs follow the input: a list in, a list of per-graph arrays out; a
+    GraphDataset or an array in, flat arrays out.
     Predictions use :func:`~structcal.inference.graph.map_inference` (TRW-S + ICM, exact
     on forests).
 
@@ -441,6 +511,11 @@ class GraphCRF(BaseEstimator):
         self.marginals = marginals
         self.verbose = verbose
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # node features may be scipy.sparse
+        return tags
+
     # ------------------------------------------------------------------ validation
 
     def _params_iv(self):
@@ -460,8 +535,8 @@ class GraphCRF(BaseEstimator):
         graphs = _graphs_iv(X)
         if graphs.nodes.shape[1] != self.n_features_in_:
             raise ParameterError(
-                f"`X` must have {self.n_features_in_} node features (as in fit); got "
-                f"{graphs.nodes.shape[1]}"
+                f"X has {graphs.nodes.shape[1]} features, but GraphCRF is expecting "
+                f"{self.n_features_in_} features as input (node features, as in fit)"
             )
         if graphs.efeat.shape[1] != self.n_edge_features_:
             raise ParameterError(
@@ -477,7 +552,7 @@ class GraphCRF(BaseEstimator):
 
         Parameters
         ----------
-        X : list of tuple, or GraphDataset
+        X : list of tuple, GraphDataset, or array-like of shape (n_graphs, n_features)
             The graphs (see Notes of the class).
         y : list of array-like of shape (n_nodes_g,), or array-like of shape (n_nodes,)
             Integer labels in ``[0, n_states)``. Optional when ``X`` is a GraphDataset
@@ -503,7 +578,7 @@ class GraphCRF(BaseEstimator):
         layout = _Layout(K, graphs.nodes.shape[1], graphs.efeat.shape[1], pairwise)
         n_graphs = graphs.offsets.shape[0] - 1
         penalised = np.ones(layout.size)
-        penalised[K * layout.d: K * layout.d + K] = 0.0
+        penalised[K * layout.d : K * layout.d + K] = 0.0
         Y = _onehot(labels, K).toarray()
         state = {"it": 0, "unconverged": 0}
 
@@ -520,11 +595,21 @@ class GraphCRF(BaseEstimator):
             else:
                 p = graphs.potentials(unary, P, w)
                 if method == "mean_field":
-                    r = mean_field(p, max_iter=self.inference_max_iter, edge_marginals=True,
-                                   log_partition=True, warn=False)
+                    r = mean_field(
+                        p,
+                        max_iter=self.inference_max_iter,
+                        edge_marginals=True,
+                        log_partition=True,
+                        warn=False,
+                    )
                 else:
-                    r = belief_propagation(p, max_iter=self.inference_max_iter, edge_marginals=True,
-                                           log_partition=True, warn=False)
+                    r = belief_propagation(
+                        p,
+                        max_iter=self.inference_max_iter,
+                        edge_marginals=True,
+                        log_partition=True,
+                        warn=False,
+                    )
                 state["unconverged"] = int(np.count_nonzero(~r.converged))
                 ys, yt = labels[graphs.edges[:, 0]], labels[graphs.edges[:, 1]]
                 loss = float(np.sum(r.log_partition) - np.sum(score_labelings(p, labels)))
@@ -545,20 +630,29 @@ class GraphCRF(BaseEstimator):
             if verbose and state["it"] % verbose == 0:
                 print(f"GraphCRF iteration {state['it']}: objective {intermediate_result.fun:.6g}")
 
-        res = minimize(objective, np.zeros(layout.size), jac=True, method="L-BFGS-B",
-                       callback=callback,
-                       options={"maxiter": max_iter, "gtol": tol, "ftol": 1e3 * np.finfo(float).eps})
+        res = minimize(
+            objective,
+            np.zeros(layout.size),
+            jac=True,
+            method="L-BFGS-B",
+            callback=callback,
+            options={"maxiter": max_iter, "gtol": tol, "ftol": 1e3 * np.finfo(float).eps},
+        )
         converged = bool(res.success)
         if res.nit >= max_iter and not converged:
             warnings.warn(
                 f"GraphCRF training stopped at max_iter={max_iter} before the gradient fell "
-                f"below tol={tol}; increase max_iter", ConvergenceWarning, stacklevel=2,
+                f"below tol={tol}; increase max_iter",
+                ConvergenceWarning,
+                stacklevel=2,
             )
         if state["unconverged"]:
             warnings.warn(
                 f"{method.replace('_', ' ')} did not converge within inference_max_iter="
                 f"{self.inference_max_iter} on {state['unconverged']} training graph(s) at the "
-                "last objective evaluation", ConvergenceWarning, stacklevel=2,
+                "last objective evaluation",
+                ConvergenceWarning,
+                stacklevel=2,
             )
         W, b, P, w = layout.unpack(res.x)
         self.coef_ = np.ascontiguousarray(W)
@@ -577,7 +671,9 @@ class GraphCRF(BaseEstimator):
     # ------------------------------------------------------------------ prediction
 
     def _potentials(self, graphs: _Graphs) -> GraphPotentials:
-        unary = np.ascontiguousarray(graphs.nodes @ self.coef_.T + self.intercept_, dtype=np.float64)
+        unary = np.ascontiguousarray(
+            graphs.nodes @ self.coef_.T + self.intercept_, dtype=np.float64
+        )
         if self.pairwise == "potts":
             return graphs.potentials(unary, None, self.pairwise_coef_)
         return graphs.potentials(unary, self.pairwise_coef_, None)
@@ -612,8 +708,9 @@ class GraphCRF(BaseEstimator):
             Same layout as ``X``.
         """
         graphs = self._graphs(X)
-        labels = map_inference(self._potentials(graphs), max_iter=self.inference_max_iter,
-                               warn=False).map_labels
+        labels = map_inference(
+            self._potentials(graphs), max_iter=self.inference_max_iter, warn=False
+        ).map_labels
         return graphs.split(labels) if graphs.as_list else labels
 
     def predict_proba(self, X):
@@ -659,8 +756,9 @@ class GraphCRF(BaseEstimator):
         labels = _labels_iv(y, graphs, self.n_states_)
         if labels.size == 0:
             raise ParameterError("`X` must hold at least one node to score; got none")
-        pred = map_inference(self._potentials(graphs), max_iter=self.inference_max_iter,
-                             warn=False).map_labels
+        pred = map_inference(
+            self._potentials(graphs), max_iter=self.inference_max_iter, warn=False
+        ).map_labels
         return float(np.mean(pred == labels))
 
     def infer(self, X, **kwargs):
@@ -724,7 +822,11 @@ class GraphCRF(BaseEstimator):
             "objective_": self.objective_,
             "fit_time_": self.fit_time_,
         }
-        arrays = {"coef": self.coef_, "intercept": self.intercept_, "pairwise_coef": self.pairwise_coef_}
+        arrays = {
+            "coef": self.coef_,
+            "intercept": self.intercept_,
+            "pairwise_coef": self.pairwise_coef_,
+        }
         return {"params": self.get_params(deep=False), "fitted": fitted}, arrays
 
     @classmethod

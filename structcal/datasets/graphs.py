@@ -59,7 +59,9 @@ class GraphDataset:
         for g in range(self.n_graphs):
             n0, n1 = self.offsets[g], self.offsets[g + 1]
             e0, e1 = self.edge_offsets[g], self.edge_offsets[g + 1]
-            out.append((self.node_features[n0:n1], self.edges[e0:e1] - n0, self.edge_features[e0:e1]))
+            out.append(
+                (self.node_features[n0:n1], self.edges[e0:e1] - n0, self.edge_features[e0:e1])
+            )
         return out
 
     @property
@@ -75,7 +77,9 @@ class GraphDataset:
         rows = np.repeat(self.offsets[:-1][graphs] - offsets[:-1], sizes) + np.arange(offsets[-1])
         counts = np.diff(self.edge_offsets)[graphs]
         e_off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        erows = np.repeat(self.edge_offsets[:-1][graphs] - e_off[:-1], counts) + np.arange(e_off[-1])
+        erows = np.repeat(self.edge_offsets[:-1][graphs] - e_off[:-1], counts) + np.arange(
+            e_off[-1]
+        )
         shift = np.repeat(offsets[:-1] - self.offsets[:-1][graphs], counts)
         return GraphDataset(
             node_features=self.node_features[rows],
@@ -135,7 +139,7 @@ def make_superpixel_scenes(
     n_superpixels: int = 100,
     n_labels: int = 21,
     n_objects: tuple[int, int] = (3, 8),
-    noise: float = 1.5,
+    noise: float = 0.5,
     colour_noise: float = 0.1,
     contrast_scale: float = 10.0,
     random_state=None,
@@ -173,9 +177,10 @@ def make_superpixel_scenes(
         Number of labels (>= 2); label 0 is the background.
     n_objects : (int, int), default=(3, 8)
         Inclusive range of the number of seeds (background included) per scene.
-    noise : float, default=1.5
-        Standard deviation of the node-feature noise; with the default, a per-node
-        classifier gets roughly half of the nodes right.
+    noise : float, default=0.5
+        Standard deviation of the node-feature noise. With the default, a logistic
+        regression on the node features trained on 100 scenes labels about 56% of the
+        nodes of new scenes correctly (0.4: 72%, 0.6: 46%).
     colour_noise : float, default=0.1
         Standard deviation of the colour noise.
     contrast_scale : float, default=10.0
@@ -202,7 +207,9 @@ def make_superpixel_scenes(
     try:
         lo, hi = (check_int(v, "n_objects", low=1) for v in n_objects)
     except TypeError:
-        raise ParameterError(f"`n_objects` must be a pair of ints (low, high); got {n_objects!r}") from None
+        raise ParameterError(
+            f"`n_objects` must be a pair of ints (low, high); got {n_objects!r}"
+        ) from None
     if lo > hi:
         raise ParameterError(f"`n_objects` must be (low, high) with low <= high; got {n_objects!r}")
     noise = check_float(noise, "noise", low=0.0)

@@ -56,7 +56,7 @@ class SceneMultilabel:
         return self.subset(self.is_test if name == "test" else ~self.is_test)
 
     def graphs(self) -> GraphDataset:
-        """The classic structured treatment: one 6-node fully connected binary CRF per image.
+        """Build the classic structured treatment: one 6-node fully connected binary CRF per image.
 
         Node ``j`` of an image is label ``j`` (state 1 = present). Its features are the
         image's 294 features placed in block ``j`` of a ``6 * 294`` sparse row, so that a
@@ -134,7 +134,8 @@ def load_scene(split: str | None = None) -> SceneMultilabel:
     with resources.as_file(ref) as path, np.load(path, allow_pickle=False) as data:
         X = np.concatenate([data["X_train"], data["X_test"]]).astype(np.float64)
         Y = np.concatenate([data["y_train"], data["y_test"]]).astype(np.int64)
-        is_test = np.concatenate([np.zeros(data["X_train"].shape[0], bool),
-                                  np.ones(data["X_test"].shape[0], bool)])
+        is_test = np.concatenate(
+            [np.zeros(data["X_train"].shape[0], bool), np.ones(data["X_test"].shape[0], bool)]
+        )
     full = SceneMultilabel(np.ascontiguousarray(X), Y, is_test)
     return full if split is None else full.split(split)

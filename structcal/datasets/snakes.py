@@ -59,12 +59,12 @@ class SnakesGrids:
     def image(self, g: int) -> np.ndarray:
         """RGB image of grid ``g``, shape (height, width, 3)."""
         h, w = self.shapes[g]
-        return self.pixels[self.offsets[g]: self.offsets[g + 1]].reshape(h, w, 3)
+        return self.pixels[self.offsets[g] : self.offsets[g + 1]].reshape(h, w, 3)
 
     def label_grid(self, g: int) -> np.ndarray:
         """Labels of grid ``g``, shape (height, width)."""
         h, w = self.shapes[g]
-        return self.labels[self.offsets[g]: self.offsets[g + 1]].reshape(h, w)
+        return self.labels[self.offsets[g] : self.offsets[g + 1]].reshape(h, w)
 
     def subset(self, grids) -> "SnakesGrids":
         """Return the grids selected by an index array or boolean mask."""
@@ -75,8 +75,9 @@ class SnakesGrids:
         sizes = np.diff(self.offsets)[grids]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         rows = np.repeat(self.offsets[:-1][grids] - offsets[:-1], sizes) + np.arange(offsets[-1])
-        return SnakesGrids(self.pixels[rows], self.labels[rows], self.shapes[grids], offsets,
-                           self.is_test[grids])
+        return SnakesGrids(
+            self.pixels[rows], self.labels[rows], self.shapes[grids], offsets, self.is_test[grids]
+        )
 
     def split(self, name: str) -> "SnakesGrids":
         """Return the dataset's ``"train"`` (200 grids) or ``"test"`` (100 grids) split."""
@@ -104,14 +105,14 @@ class SnakesGrids:
         feats, edges, efeat, counts = [], [], [], []
         for g in range(self.n_grids):
             h, w = (int(v) for v in self.shapes[g])
-            c = codes[self.offsets[g]: self.offsets[g + 1]].reshape(h, w)
+            c = codes[self.offsets[g] : self.offsets[g + 1]].reshape(h, w)
             padded = np.full((h + 2, w + 2), 5, dtype=np.int64)
             padded[1:-1, 1:-1] = c
             f = np.zeros((h * w, 9 * 6))
             k = 0
             for dy in range(3):
                 for dx in range(3):
-                    win = padded[dy: dy + h, dx: dx + w].ravel()
+                    win = padded[dy : dy + h, dx : dx + w].ravel()
                     f[np.arange(h * w), k * 6 + win] = 1.0
                     k += 1
             e, vertical = grid_edges(h, w)

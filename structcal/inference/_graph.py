@@ -62,8 +62,11 @@ def _pair(kind, pw, emat, potts, e, a, b):
 
 @kernel
 def _add_pair_row(kind, pw, pwT, emat, potts, e, r, yb, out):
-    """``out[a] += psi(a, yb)`` for every ``a``: the pairwise score of edge ``e`` seen from
-    a node (label ``a``) whose neighbour has label ``yb``; ``r`` is the slot's ``rev``."""
+    """Add ``psi(a, yb)`` to ``out[a]`` for every ``a``.
+
+    The pairwise score of edge ``e`` seen from a node (label ``a``) whose neighbour has
+    label ``yb``; ``r`` is the slot's ``rev``.
+    """
     K = out.shape[0]
     if kind == KIND_POTTS:
         out[yb] += potts[e]
@@ -110,9 +113,12 @@ def _softmax_into(x, out, row):
 
 @kernel
 def _bfs(n0, n1, indptr, nbr, order, parent_slot):
-    """Breadth-first order of nodes ``n0:n1`` (one tree per component, rooted at its
-    lowest node) into ``order[n0:n1]``; ``parent_slot[j]`` is the slot of ``j`` pointing
-    to its parent (-1 for roots). Other slots of ``j`` lead to children on a forest."""
+    """Write the breadth-first order of nodes ``n0:n1``.
+
+    One tree per component, rooted at its lowest node, into ``order[n0:n1]``;
+    ``parent_slot[j]`` is the slot of ``j`` pointing
+    to its parent (-1 for roots). Other slots of ``j`` lead to children on a forest.
+    """
     for j in range(n0, n1):
         parent_slot[j] = -2  # unvisited
     head = n0
@@ -138,7 +144,7 @@ def _bfs(n0, n1, indptr, nbr, order, parent_slot):
                     tail += 1
 
 
-# --------------------------------------------------------------------------- scores, ICM, pseudo-marginals
+# ---------------------------------------------------------------- scores, ICM, conditionals
 
 
 @kernel
@@ -157,24 +163,40 @@ def score_batch(offsets, edge_offsets, unary, edges, kind, pw, emat, potts, labe
     n_graphs = offsets.shape[0] - 1
     for g in prange(n_graphs):
         out[g] = _graph_score(
-            offsets[g], offsets[g + 1], edge_offsets[g], edge_offsets[g + 1],
-            unary, edges, kind, pw, emat, potts, labels,
+            offsets[g],
+            offsets[g + 1],
+            edge_offsets[g],
+            edge_offsets[g + 1],
+            unary,
+            edges,
+            kind,
+            pw,
+            emat,
+            potts,
+            labels,
         )
 
 
 @kernel
-def _icm_graph(n0, n1, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, max_iter, tmp):
-    """Iterated conditional modes in place on nodes ``n0:n1``: each node in turn moves to
-    its best label given its neighbours, only on a strict improvement (so the score never
+def _icm_graph(
+    n0, n1, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, max_iter, tmp
+):
+    """Run iterated conditional modes in place on nodes ``n0:n1``.
+
+    Each node in turn moves to its best label given its neighbours, only on a strict
+    improvement (so the score never
     decreases and the loop terminates). Returns ``(sweeps, converged)``: sweeps made and
-    whether the last one changed nothing."""
+    whether the last one changed nothing.
+    """
     K = unary.shape[1]
     sweeps = 0
     while sweeps < max_iter:
         sweeps += 1
         changed = False
         for i in range(n0, n1):
-            _conditional_logits(i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp)
+            _conditional_logits(
+                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
+            )
             best = labels[i]
             bv = tmp[best]
             for a in range(K):
@@ -190,38 +212,89 @@ def _icm_graph(n0, n1, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
 
 
 @parallel_kernel
-def icm_batch(offsets, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, max_iter, sweeps, converged):
+def icm_batch(
+    offsets,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    labels,
+    max_iter,
+    sweeps,
+    converged,
+):
     """ICM on every graph (``prange`` over graphs); ``labels`` is updated in place."""
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
     for g in prange(n_graphs):
         tmp = np.empty(K)
         sw, conv = _icm_graph(
-            offsets[g], offsets[g + 1], unary, kind, pw, pwT, emat, potts,
-            indptr, nbr, eid, rev, labels, max_iter, tmp,
+            offsets[g],
+            offsets[g + 1],
+            unary,
+            kind,
+            pw,
+            pwT,
+            emat,
+            potts,
+            indptr,
+            nbr,
+            eid,
+            rev,
+            labels,
+            max_iter,
+            tmp,
         )
         sweeps[g] = sw
         converged[g] = conv
 
 
 @parallel_kernel
-def conditional_logits_batch(offsets, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, out):
+def conditional_logits_batch(
+    offsets, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, out
+):
     """``out[i, a] = unary[i, a] + sum_j psi_ij(a, labels[j])`` for every node."""
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
     for g in prange(n_graphs):
         tmp = np.empty(K)
         for i in range(offsets[g], offsets[g + 1]):
-            _conditional_logits(i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp)
+            _conditional_logits(
+                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
+            )
             for a in range(K):
                 out[i, a] = tmp[a]
 
 
 @parallel_kernel
-def second_best_batch(offsets, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels,
-                      map_score, node_out, label_out, score_out):
-    """Best single-node change of ``labels`` in every graph: node, new label and score
-    (``-inf`` and -1 when no other labeling exists)."""
+def second_best_batch(
+    offsets,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    labels,
+    map_score,
+    node_out,
+    label_out,
+    score_out,
+):
+    """Find the best single-node change of ``labels`` in every graph.
+
+    Writes the node, new label and score (``-inf`` and -1 when no other labeling exists).
+    """
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
     for g in prange(n_graphs):
@@ -230,7 +303,9 @@ def second_best_batch(offsets, unary, kind, pw, pwT, emat, potts, indptr, nbr, e
         bn = -1
         bl = -1
         for i in range(offsets[g], offsets[g + 1]):
-            _conditional_logits(i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp)
+            _conditional_logits(
+                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
+            )
             cur = tmp[labels[i]]
             for a in range(K):
                 if a == labels[i] or tmp[a] == _NEG_INF:
@@ -282,10 +357,32 @@ def _axpy_rows(X, m, q, j, out, finite):
 
 
 @kernel
-def _mf_field(i, with_unary, shared, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, field):
-    """Mean-field field of node ``i``: ``unary[i]`` (if ``with_unary``) plus the expected
-    pairwise score under the neighbours' ``q``. With ``shared`` (one matrix for every
-    edge) the neighbours' projections ``PF = q M^T``, ``PR = q M`` are read instead."""
+def _mf_field(
+    i,
+    with_unary,
+    shared,
+    finite,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    q,
+    PF,
+    PR,
+    field,
+):
+    """Compute the mean-field field of node ``i`` into ``field``.
+
+    ``unary[i]`` (if ``with_unary``) plus the expected pairwise score under the neighbours'
+    ``q``. With ``shared`` (one matrix for every
+    edge) the neighbours' projections ``PF = q M^T``, ``PR = q M`` are read instead.
+    """
     K = unary.shape[1]
     for a in range(K):
         field[a] = unary[i, a] if with_unary else 0.0
@@ -313,8 +410,10 @@ def _mf_field(i, with_unary, shared, finite, unary, kind, pw, pwT, emat, potts, 
 
 @kernel
 def _mf_project(j, finite, pw, pwT, q, PF, PR):
-    """Projections of node ``j``'s distribution through the shared matrix ``M = pw[0]``:
-    ``PF[j] = M q_j`` (what a first endpoint sees) and ``PR[j] = M^T q_j``."""
+    """Project node ``j``'s distribution through the shared matrix ``M = pw[0]``.
+
+    ``PF[j] = M q_j`` (what a first endpoint sees) and ``PR[j] = M^T q_j``.
+    """
     K = q.shape[1]
     for a in range(K):
         PF[j, a] = 0.0
@@ -325,8 +424,28 @@ def _mf_project(j, finite, pw, pwT, q, PF, PR):
 
 @kernel
 def _mean_field_graph(
-    n0, n1, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
-    sequential, damping, tol, max_iter, q, qnew, PF, PR, field,
+    n0,
+    n1,
+    finite,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    sequential,
+    damping,
+    tol,
+    max_iter,
+    q,
+    qnew,
+    PF,
+    PR,
+    field,
 ):
     """Mean field on nodes ``n0:n1`` from the distributions already in ``q``.
 
@@ -345,7 +464,26 @@ def _mean_field_graph(
         delta = 0.0
         if sequential:
             for i in range(n0, n1):
-                _mf_field(i, True, shared, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, field)
+                _mf_field(
+                    i,
+                    True,
+                    shared,
+                    finite,
+                    unary,
+                    kind,
+                    pw,
+                    pwT,
+                    emat,
+                    potts,
+                    indptr,
+                    nbr,
+                    eid,
+                    rev,
+                    q,
+                    PF,
+                    PR,
+                    field,
+                )
                 if not _softmax_into(field, qnew, i):
                     return it, np.inf, STATUS_INFEASIBLE
                 for a in range(K):
@@ -357,7 +495,26 @@ def _mean_field_graph(
                     _mf_project(i, finite, pw, pwT, q, PF, PR)
         else:
             for i in range(n0, n1):
-                _mf_field(i, True, shared, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, field)
+                _mf_field(
+                    i,
+                    True,
+                    shared,
+                    finite,
+                    unary,
+                    kind,
+                    pw,
+                    pwT,
+                    emat,
+                    potts,
+                    indptr,
+                    nbr,
+                    eid,
+                    rev,
+                    q,
+                    PF,
+                    PR,
+                    field,
+                )
                 if not _softmax_into(field, qnew, i):
                     return it, np.inf, STATUS_INFEASIBLE
             for i in range(n0, n1):
@@ -375,9 +532,13 @@ def _mean_field_graph(
 
 
 @kernel
-def _mf_elbo(n0, n1, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, field):
-    """Mean-field lower bound on the log-partition at ``q``:
-    ``E_q[score] + H(q)`` (terms with ``q = 0`` contribute 0)."""
+def _mf_elbo(
+    n0, n1, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, field
+):
+    """Return the mean-field lower bound on the log-partition at ``q``.
+
+    ``E_q[score] + H(q)`` (terms with ``q = 0`` contribute 0).
+    """
     K = unary.shape[1]
     shared = kind == KIND_MATRIX and pw.shape[0] == 1
     if shared:
@@ -385,7 +546,26 @@ def _mf_elbo(n0, n1, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid
             _mf_project(j, finite, pw, pwT, q, PF, PR)
     total = 0.0
     for i in range(n0, n1):
-        _mf_field(i, False, shared, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, field)
+        _mf_field(
+            i,
+            False,
+            shared,
+            finite,
+            unary,
+            kind,
+            pw,
+            pwT,
+            emat,
+            potts,
+            indptr,
+            nbr,
+            eid,
+            rev,
+            q,
+            PF,
+            PR,
+            field,
+        )
         for a in range(K):
             qa = q[i, a]
             if qa > 0.0:
@@ -396,11 +576,36 @@ def _mf_elbo(n0, n1, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid
 
 @parallel_kernel
 def mean_field_batch(
-    offsets, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
-    sequential, damping, tol, max_iter, do_elbo, q, qnew, PF, PR, n_iter, delta, status, elbo,
+    offsets,
+    finite,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    sequential,
+    damping,
+    tol,
+    max_iter,
+    do_elbo,
+    q,
+    qnew,
+    PF,
+    PR,
+    n_iter,
+    delta,
+    status,
+    elbo,
 ):
-    """Mean field on every graph (``prange`` over graphs). ``q`` holds the initial
-    distributions and receives the result."""
+    """Run mean field on every graph (``prange`` over graphs).
+
+    ``q`` holds the initial distributions and receives the result.
+    """
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
     for g in prange(n_graphs):
@@ -408,14 +613,52 @@ def mean_field_batch(
         n0 = offsets[g]
         n1 = offsets[g + 1]
         it, d, st = _mean_field_graph(
-            n0, n1, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
-            sequential, damping, tol, max_iter, q, qnew, PF, PR, field,
+            n0,
+            n1,
+            finite,
+            unary,
+            kind,
+            pw,
+            pwT,
+            emat,
+            potts,
+            indptr,
+            nbr,
+            eid,
+            rev,
+            sequential,
+            damping,
+            tol,
+            max_iter,
+            q,
+            qnew,
+            PF,
+            PR,
+            field,
         )
         n_iter[g] = it
         delta[g] = d
         status[g] = st
         if do_elbo and st == STATUS_OK:
-            elbo[g] = _mf_elbo(n0, n1, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, field)
+            elbo[g] = _mf_elbo(
+                n0,
+                n1,
+                finite,
+                unary,
+                kind,
+                pw,
+                pwT,
+                emat,
+                potts,
+                indptr,
+                nbr,
+                eid,
+                rev,
+                q,
+                PF,
+                PR,
+                field,
+            )
 
 
 # --------------------------------------------------------------------------- belief propagation
@@ -445,8 +688,13 @@ def _msg_matrix(mode, X, EX, cX, m, h, u, s, out):
         while b + 4 <= K:
             h0, h1, h2, h3 = h[b], h[b + 1], h[b + 2], h[b + 3]
             for a in range(K):
-                out[a] = max(out[a], max(max(h0 + X[m, b, a], h1 + X[m, b + 1, a]),
-                                         max(h2 + X[m, b + 2, a], h3 + X[m, b + 3, a])))
+                out[a] = max(
+                    out[a],
+                    max(
+                        max(h0 + X[m, b, a], h1 + X[m, b + 1, a]),
+                        max(h2 + X[m, b + 2, a], h3 + X[m, b + 3, a]),
+                    ),
+                )
             b += 4
         while b < K:
             hb = h[b]
@@ -565,12 +813,36 @@ def _cavity(j, kout, unary, indptr, msg, belief, h):
 
 @kernel
 def _send(
-    mode, j, kout, damping, unary, kind, pw, pwT, emat, potts, indptr, eid, rev, twin,
-    EF, cF, ER, cR, msg, belief, h, u, s, new,
+    mode,
+    j,
+    kout,
+    damping,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    eid,
+    rev,
+    twin,
+    EF,
+    cF,
+    ER,
+    cR,
+    msg,
+    belief,
+    h,
+    u,
+    s,
+    new,
 ):
-    """Send the message from node ``j`` through its slot ``kout`` (to that neighbour),
-    writing it into the neighbour's slot ``twin[kout]``. ``belief[j]`` must be current.
-    Returns the largest change of a log-message entry."""
+    """Send the message from node ``j`` through its slot ``kout`` (to that neighbour).
+
+    Writes it into the neighbour's slot ``twin[kout]``. ``belief[j]`` must be current.
+    Returns the largest change of a log-message entry.
+    """
     K = unary.shape[1]
     _cavity(j, kout, unary, indptr, msg, belief, h)
     kin = twin[kout]
@@ -601,11 +873,38 @@ def _send(
 
 @kernel
 def _bp_graph(
-    mode, n0, n1, forest, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, twin,
-    EF, cF, ER, cR, damping, tol, max_iter, msg, belief, order, parent_slot,
+    mode,
+    n0,
+    n1,
+    forest,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    twin,
+    EF,
+    cF,
+    ER,
+    cR,
+    damping,
+    tol,
+    max_iter,
+    msg,
+    belief,
+    order,
+    parent_slot,
 ):
-    """Belief propagation on nodes ``n0:n1``; leaves final beliefs in ``belief`` and the
-    BFS order in ``order``/``parent_slot``. Returns ``(n_iter, delta)``."""
+    """Run belief propagation on nodes ``n0:n1``.
+
+    Leaves final beliefs in ``belief`` and the
+    BFS order in ``order``/``parent_slot``. Returns ``(n_iter, delta)``.
+    """
     K = unary.shape[1]
     h = np.empty(K)
     u = np.empty(K)
@@ -623,15 +922,63 @@ def _bp_graph(
             j = order[idx]
             if parent_slot[j] >= 0:
                 _belief(j, unary, indptr, msg, belief)
-                _send(mode, j, parent_slot[j], 0.0, unary, kind, pw, pwT, emat, potts, indptr,
-                      eid, rev, twin, EF, cF, ER, cR, msg, belief, h, u, s, new)
+                _send(
+                    mode,
+                    j,
+                    parent_slot[j],
+                    0.0,
+                    unary,
+                    kind,
+                    pw,
+                    pwT,
+                    emat,
+                    potts,
+                    indptr,
+                    eid,
+                    rev,
+                    twin,
+                    EF,
+                    cF,
+                    ER,
+                    cR,
+                    msg,
+                    belief,
+                    h,
+                    u,
+                    s,
+                    new,
+                )
         for idx in range(n0, n1):
             j = order[idx]
             _belief(j, unary, indptr, msg, belief)
             for k in range(indptr[j], indptr[j + 1]):
                 if k != parent_slot[j]:
-                    _send(mode, j, k, 0.0, unary, kind, pw, pwT, emat, potts, indptr,
-                          eid, rev, twin, EF, cF, ER, cR, msg, belief, h, u, s, new)
+                    _send(
+                        mode,
+                        j,
+                        k,
+                        0.0,
+                        unary,
+                        kind,
+                        pw,
+                        pwT,
+                        emat,
+                        potts,
+                        indptr,
+                        eid,
+                        rev,
+                        twin,
+                        EF,
+                        cF,
+                        ER,
+                        cR,
+                        msg,
+                        belief,
+                        h,
+                        u,
+                        s,
+                        new,
+                    )
         it = 1
     else:
         while it < max_iter:
@@ -640,8 +987,32 @@ def _bp_graph(
             for j in range(n0, n1):
                 _belief(j, unary, indptr, msg, belief)
                 for k in range(indptr[j], indptr[j + 1]):
-                    d = _send(mode, j, k, damping, unary, kind, pw, pwT, emat, potts, indptr,
-                              eid, rev, twin, EF, cF, ER, cR, msg, belief, h, u, s, new)
+                    d = _send(
+                        mode,
+                        j,
+                        k,
+                        damping,
+                        unary,
+                        kind,
+                        pw,
+                        pwT,
+                        emat,
+                        potts,
+                        indptr,
+                        eid,
+                        rev,
+                        twin,
+                        EF,
+                        cF,
+                        ER,
+                        cR,
+                        msg,
+                        belief,
+                        h,
+                        u,
+                        s,
+                        new,
+                    )
                     if d > delta:
                         delta = d
             if delta < tol:
@@ -652,11 +1023,32 @@ def _bp_graph(
 
 
 @kernel
-def _decode(n0, n1, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, msg, order, labels, decided, tmp):
-    """Conditioned decoding of max-product beliefs in BFS order: each node takes its best
-    label given the labels already chosen for its neighbours and the messages of the
+def _decode(
+    n0,
+    n1,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    msg,
+    order,
+    labels,
+    decided,
+    tmp,
+):
+    """Decode max-product beliefs in BFS order, conditioning on decoded neighbours.
+
+    Each node takes its best label given the labels already chosen for its neighbours and
+    the messages of the
     others. Exact MAP on a forest (it is then the usual backtracking). ``decided`` is
-    (n1 - n0,) scratch. Returns False if some node has no feasible label."""
+    (n1 - n0,) scratch. Returns False if some node has no feasible label.
+    """
     K = unary.shape[1]
     for j in range(n1 - n0):
         decided[j] = False
@@ -685,14 +1077,38 @@ def _decode(n0, n1, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, ms
 
 @kernel
 def _trws_pass(
-    forward, n0, n1, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, twin,
-    gamma, msg, belief, labels, h, u, s, new, tmp,
+    forward,
+    n0,
+    n1,
+    unary,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    twin,
+    gamma,
+    msg,
+    belief,
+    labels,
+    h,
+    u,
+    s,
+    new,
+    tmp,
 ):
-    """One pass of TRW-S (sequential tree-reweighted max-product) over nodes ``n0:n1`` in
-    increasing (``forward``) or decreasing index order. Each node updates its belief,
+    """Make one pass of TRW-S (sequential tree-reweighted max-product).
+
+    Visits nodes ``n0:n1`` in increasing (``forward``) or decreasing index order. Each node
+    updates its belief,
     decodes its label given the already-visited neighbours and sends
     ``max_a gamma_i * belief_i(a) - m_{j->i}(a) + psi(a, b)`` to the neighbours still
-    ahead. Returns the largest change of a log-message entry."""
+    ahead. Returns the largest change of a log-message entry.
+    """
     K = unary.shape[1]
     change = 0.0
     for step in range(n1 - n0):
@@ -746,11 +1162,38 @@ def _trws_pass(
 
 @parallel_kernel
 def trws_batch(
-    offsets, edge_offsets, unary, edges, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, twin,
-    tol, max_iter, msg, belief, labels, best_labels, n_iter, delta, scores,
+    offsets,
+    edge_offsets,
+    unary,
+    edges,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    twin,
+    tol,
+    max_iter,
+    patience,
+    msg,
+    belief,
+    labels,
+    best_labels,
+    n_iter,
+    delta,
+    scores,
 ):
-    """TRW-S on every graph (``prange`` over graphs): forward and backward passes until no
-    message changes by more than ``tol``; keeps the best-scoring decoded labeling."""
+    """Run TRW-S on every graph (``prange`` over graphs).
+
+    Forward and backward passes until no message changes by more than ``tol``, or the best
+    decoded score has not improved for
+    ``patience`` iterations; keeps the best-scoring decoded labeling. ``n_iter[g]`` is
+    the number of iterations made (``== max_iter`` when neither rule stopped it).
+    """
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
     for g in prange(n_graphs):
@@ -783,20 +1226,47 @@ def trws_batch(
         best = _NEG_INF
         it = 0
         d = 0.0
+        stale = 0
         while it < max_iter:
             it += 1
             d = 0.0
+            stale += 1
             for direction in range(2):
-                dd = _trws_pass(direction == 0, n0, n1, unary, kind, pw, pwT, emat, potts, indptr,
-                                nbr, eid, rev, twin, gamma, msg, belief, labels, h, u, s, new, tmp)
+                dd = _trws_pass(
+                    direction == 0,
+                    n0,
+                    n1,
+                    unary,
+                    kind,
+                    pw,
+                    pwT,
+                    emat,
+                    potts,
+                    indptr,
+                    nbr,
+                    eid,
+                    rev,
+                    twin,
+                    gamma,
+                    msg,
+                    belief,
+                    labels,
+                    h,
+                    u,
+                    s,
+                    new,
+                    tmp,
+                )
                 if dd > d:
                     d = dd
                 sc = _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels)
                 if sc > best or (it == 1 and direction == 0):
+                    if sc > best:
+                        stale = 0
                     best = sc
                     for i in range(n0, n1):
                         best_labels[i] = labels[i]
-            if d < tol:
+            if d < tol or stale >= patience:
                 break
         n_iter[g] = it
         delta[g] = d
@@ -804,9 +1274,14 @@ def trws_batch(
 
 
 @kernel
-def _edge_beliefs(e0, e1, unary, edges, kind, pw, emat, potts, indptr, nbr, msg, belief, emarg, hs, ht):
-    """Normalised pairwise beliefs ``b_e(a, b) ~ exp(psi_e(a, b) + h_s(a) + h_t(b))`` for
-    edges ``e0:e1`` (cavities exclude the message along the edge itself)."""
+def _edge_beliefs(
+    e0, e1, unary, edges, kind, pw, emat, potts, indptr, nbr, msg, belief, emarg, hs, ht
+):
+    """Write normalised pairwise beliefs of edges ``e0:e1``.
+
+    ``b_e(a, b) ~ exp(psi_e(a, b) + h_s(a) + h_t(b))`` for edges ``e0:e1`` (cavities exclude
+    the message along the edge itself).
+    """
     K = unary.shape[1]
     for e in range(e0, e1):
         s_node = edges[e, 0]
@@ -844,9 +1319,11 @@ def _edge_beliefs(e0, e1, unary, edges, kind, pw, emat, potts, indptr, nbr, msg,
 
 @kernel
 def _bethe(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, indptr, marg, emarg):
-    """Bethe approximation of the log-partition from node and edge beliefs (exact on a
-    forest at convergence): ``-F = sum_e <psi_e + theta_s + theta_t>_{b_e} + H(b_e)
-    - sum_i (d_i - 1) (<theta_i>_{b_i} + H(b_i))``."""
+    """Return the Bethe approximation of the log-partition from node and edge beliefs.
+
+    Exact on a forest at convergence: ``-F = sum_e <psi_e + theta_s + theta_t>_{b_e} + H(b_e)
+    - sum_i (d_i - 1) (<theta_i>_{b_i} + H(b_i))``.
+    """
     K = unary.shape[1]
     total = 0.0
     for e in range(e0, e1):
@@ -857,8 +1334,10 @@ def _bethe(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, indptr, marg, em
                 p = emarg[e, a, b]
                 if p > 0.0:
                     total += p * (
-                        _pair(kind, pw, emat, potts, e, a, b) + unary[s_node, a]
-                        + unary[t_node, b] - math.log(p)
+                        _pair(kind, pw, emat, potts, e, a, b)
+                        + unary[s_node, a]
+                        + unary[t_node, b]
+                        - math.log(p)
                     )
     for i in range(n0, n1):
         d = indptr[i + 1] - indptr[i]
@@ -875,9 +1354,42 @@ def _bethe(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, indptr, marg, em
 
 @parallel_kernel
 def bp_batch(
-    mode, offsets, edge_offsets, forest, unary, edges, kind, pw, pwT, emat, potts,
-    indptr, nbr, eid, rev, twin, EF, cF, ER, cR, damping, tol, max_iter, do_edge,
-    msg, belief, order, parent_slot, labels, marg, emarg, n_iter, delta, status, logz, scores,
+    mode,
+    offsets,
+    edge_offsets,
+    forest,
+    unary,
+    edges,
+    kind,
+    pw,
+    pwT,
+    emat,
+    potts,
+    indptr,
+    nbr,
+    eid,
+    rev,
+    twin,
+    EF,
+    cF,
+    ER,
+    cR,
+    damping,
+    tol,
+    max_iter,
+    do_edge,
+    msg,
+    belief,
+    order,
+    parent_slot,
+    labels,
+    marg,
+    emarg,
+    n_iter,
+    delta,
+    status,
+    logz,
+    scores,
 ):
     """Belief propagation on every graph (``prange`` over graphs).
 
@@ -891,8 +1403,32 @@ def bp_batch(
         n0 = offsets[g]
         n1 = offsets[g + 1]
         it, d = _bp_graph(
-            mode, n0, n1, forest[g], unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
-            twin, EF, cF, ER, cR, damping, tol, max_iter, msg, belief, order, parent_slot,
+            mode,
+            n0,
+            n1,
+            forest[g],
+            unary,
+            kind,
+            pw,
+            pwT,
+            emat,
+            potts,
+            indptr,
+            nbr,
+            eid,
+            rev,
+            twin,
+            EF,
+            cF,
+            ER,
+            cR,
+            damping,
+            tol,
+            max_iter,
+            msg,
+            belief,
+            order,
+            parent_slot,
         )
         n_iter[g] = it
         delta[g] = d
@@ -904,16 +1440,72 @@ def bp_batch(
             if do_edge and status[g] == STATUS_OK:
                 hs = np.empty(K)
                 ht = np.empty(K)
-                _edge_beliefs(edge_offsets[g], edge_offsets[g + 1], unary, edges, kind, pw, emat,
-                              potts, indptr, nbr, msg, belief, emarg, hs, ht)
-                logz[g] = _bethe(n0, n1, edge_offsets[g], edge_offsets[g + 1], unary, edges,
-                                 kind, pw, emat, potts, indptr, marg, emarg)
+                _edge_beliefs(
+                    edge_offsets[g],
+                    edge_offsets[g + 1],
+                    unary,
+                    edges,
+                    kind,
+                    pw,
+                    emat,
+                    potts,
+                    indptr,
+                    nbr,
+                    msg,
+                    belief,
+                    emarg,
+                    hs,
+                    ht,
+                )
+                logz[g] = _bethe(
+                    n0,
+                    n1,
+                    edge_offsets[g],
+                    edge_offsets[g + 1],
+                    unary,
+                    edges,
+                    kind,
+                    pw,
+                    emat,
+                    potts,
+                    indptr,
+                    marg,
+                    emarg,
+                )
         else:
             decided = np.empty(n1 - n0, dtype=np.bool_)
             tmp = np.empty(K)
-            ok = _decode(n0, n1, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
-                               msg, order, labels, decided, tmp)
+            ok = _decode(
+                n0,
+                n1,
+                unary,
+                kind,
+                pw,
+                pwT,
+                emat,
+                potts,
+                indptr,
+                nbr,
+                eid,
+                rev,
+                msg,
+                order,
+                labels,
+                decided,
+                tmp,
+            )
             if not ok:
                 status[g] = STATUS_INFEASIBLE
-            scores[g] = _graph_score(n0, n1, edge_offsets[g], edge_offsets[g + 1], unary, edges,
-                                     kind, pw, emat, potts, labels)
+            scores[g] = _graph_score(
+                n0,
+                n1,
+                edge_offsets[g],
+                edge_offsets[g + 1],
+                unary,
+                edges,
+                kind,
+                pw,
+                emat,
+                potts,
+                labels,
+            )

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, as_int_array, check_float, check_int, check_option, describe
+from .._validation import (
+    as_float_array,
+    as_int_array,
+    check_float,
+    check_int,
+    check_option,
+    describe,
+)
 from ..exceptions import ConvergenceWarning, InfeasibleError, ParameterError, ParameterTypeError
 from ..potentials import GraphPotentials
 from . import _graph
@@ -120,7 +127,9 @@ class SecondBest:
 
 def _check_potentials(potentials) -> GraphPotentials:
     if not isinstance(potentials, GraphPotentials):
-        raise ParameterTypeError(f"`potentials` must be a GraphPotentials; got {describe(potentials)}")
+        raise ParameterTypeError(
+            f"`potentials` must be a GraphPotentials; got {describe(potentials)}"
+        )
     return potentials
 
 
@@ -138,13 +147,18 @@ def _labels_iv(p: GraphPotentials, labels, name="labels") -> np.ndarray:
                 lab = lab.astype(np.int64).reshape(0)
             lab = as_int_array(lab, f"{name}[{g}]", ndim=1, low=0, high=p.n_states)
             if lab.shape[0] != n:
-                raise ParameterError(f"`{name}[{g}]` must have the graph's {n} nodes; got {lab.shape[0]}")
+                raise ParameterError(
+                    f"`{name}[{g}]` must have the graph's {n} nodes; got {lab.shape[0]}"
+                )
             parts.append(lab)
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
     labels = as_int_array(labels, name, ndim=1, low=0, high=p.n_states)
+    if not labels.flags.writeable:  # one array type for the kernels (see _kernel_args)
+        labels = labels.copy()
     if labels.shape[0] != p.n_nodes:
         raise ParameterError(
-            f"`{name}` must have one label per node (n_nodes={p.n_nodes}); got length {labels.shape[0]}"
+            f"`{name}` must have one label per node (n_nodes={p.n_nodes}); got length "
+            f"{labels.shape[0]}"
         )
     return labels
 
@@ -211,7 +225,9 @@ def score_labelings(potentials: GraphPotentials, labels) -> np.ndarray:
     labels = _labels_iv(p, labels)
     kind, pw, _, emat, potts = p._kernel_args()
     out = np.empty(p.n_graphs)
-    _graph.score_batch(p.offsets, p.edge_offsets, p.unary, p.edges, kind, pw, emat, potts, labels, out)
+    _graph.score_batch(
+        p.offsets, p.edge_offsets, p.unary, p.edges, kind, pw, emat, potts, labels, out
+    )
     return out
 
 
@@ -219,7 +235,9 @@ def _conditional_logits(p: GraphPotentials, labels: np.ndarray) -> np.ndarray:
     """``unary[i, a] + sum_j psi_ij(a, labels[j])`` for every node (labels validated)."""
     kind, pw, pwT, emat, potts = p._kernel_args()
     out = np.empty((p.n_nodes, p.n_states))
-    _graph.conditional_logits_batch(p.offsets, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], labels, out)
+    _graph.conditional_logits_batch(
+        p.offsets, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], labels, out
+    )
     return out
 
 
@@ -315,14 +333,27 @@ def second_best(potentials: GraphPotentials, labels, map_score=None) -> SecondBe
     if map_score is None:
         map_score = score_labelings(p, labels)
     else:
-        map_score = as_float_array(map_score, "map_score", ndim=1, shape=(p.n_graphs,), allow_neginf=True)
+        map_score = as_float_array(
+            map_score, "map_score", ndim=1, shape=(p.n_graphs,), allow_neginf=True
+        )
     kind, pw, pwT, emat, potts = p._kernel_args()
     node = np.empty(p.n_graphs, dtype=np.int64)
     label = np.empty(p.n_graphs, dtype=np.int64)
     score = np.empty(p.n_graphs)
     _graph.second_best_batch(
-        p.offsets, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], labels, map_score,
-        node, label, score,
+        p.offsets,
+        p.unary,
+        kind,
+        pw,
+        pwT,
+        emat,
+        potts,
+        *_structure(p)[:4],
+        labels,
+        map_score,
+        node,
+        label,
+        score,
     )
     out = labels.copy()
     has = node >= 0
@@ -417,7 +448,11 @@ def mean_field(
     damping, tol, max_iter = _iter_iv(damping, tol, max_iter)
     K = p.n_states
     if init is None:
-        q = np.exp(p.unary - p.unary.max(axis=1, initial=-np.inf, keepdims=True)) if p.n_nodes else np.zeros((0, K))
+        q = (
+            np.exp(p.unary - p.unary.max(axis=1, initial=-np.inf, keepdims=True))
+            if p.n_nodes
+            else np.zeros((0, K))
+        )
         if p.n_nodes and not np.isfinite(q).all():
             i = int(np.flatnonzero(~np.isfinite(q).all(axis=1))[0])
             raise InfeasibleError(f"node {i} has every label forbidden (its unary is all -inf)")
@@ -442,12 +477,34 @@ def mean_field(
     status = np.zeros(p.n_graphs, dtype=np.int64)
     elbo = np.zeros(p.n_graphs)
     _graph.mean_field_batch(
-        p.offsets, finite, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4],
-        schedule == "sequential", damping, tol, max_iter, bool(log_partition),
-        q, qnew, PF, PR, n_iter, delta, status, elbo,
+        p.offsets,
+        finite,
+        p.unary,
+        kind,
+        pw,
+        pwT,
+        emat,
+        potts,
+        *_structure(p)[:4],
+        schedule == "sequential",
+        damping,
+        tol,
+        max_iter,
+        bool(log_partition),
+        q,
+        qnew,
+        PF,
+        PR,
+        n_iter,
+        delta,
+        status,
+        elbo,
     )
-    _raise_infeasible(status, "a node has every label forbidden under mean field (hard "
-                               "constraints that mean field cannot represent)")
+    _raise_infeasible(
+        status,
+        "a node has every label forbidden under mean field (hard "
+        "constraints that mean field cannot represent)",
+    )
     converged = delta < tol
     if warn:
         _warn_unconverged(converged, f"mean field ({schedule})", max_iter)
@@ -455,9 +512,15 @@ def mean_field(
     if edge_marginals:
         emarg = q[p.edges[:, 0], :, None] * q[p.edges[:, 1], None, :]
     return GraphInference(
-        map_labels=None, map_score=None, marginals=q, edge_marginals=emarg,
-        log_partition=elbo if log_partition else None, n_iter=n_iter, converged=converged,
-        delta=delta, method=f"mean_field_{schedule}",
+        map_labels=None,
+        map_score=None,
+        marginals=q,
+        edge_marginals=emarg,
+        log_partition=elbo if log_partition else None,
+        n_iter=n_iter,
+        converged=converged,
+        delta=delta,
+        method=f"mean_field_{schedule}",
     )
 
 
@@ -488,10 +551,42 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     scores = np.zeros(G)
     indptr, nbr, eid, rev, twin = _structure(p)
     _graph.bp_batch(
-        mode, p.offsets, p.edge_offsets, np.ascontiguousarray(p.is_forest), p.unary, p.edges,
-        kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, twin, EF, cF, ER, cR,
-        damping, tol, max_iter, bool(do_edge), msg, belief, order, parent_slot,
-        labels, marg, emarg, n_iter, delta, status, logz, scores,
+        mode,
+        p.offsets,
+        p.edge_offsets,
+        np.ascontiguousarray(p.is_forest),
+        p.unary,
+        p.edges,
+        kind,
+        pw,
+        pwT,
+        emat,
+        potts,
+        indptr,
+        nbr,
+        eid,
+        rev,
+        twin,
+        EF,
+        cF,
+        ER,
+        cR,
+        damping,
+        tol,
+        max_iter,
+        bool(do_edge),
+        msg,
+        belief,
+        order,
+        parent_slot,
+        labels,
+        marg,
+        emarg,
+        n_iter,
+        delta,
+        status,
+        logz,
+        scores,
     )
     converged = np.asarray(p.is_forest, dtype=bool) | (delta < tol)
     return labels, scores, marg, emarg, logz, n_iter, converged, delta, status
@@ -564,7 +659,8 @@ def belief_propagation(
     >>> import numpy as np
     >>> from structcal.potentials import GraphPotentials
     >>> from structcal.inference.graph import belief_propagation
-    >>> p = GraphPotentials.from_list([np.log([[3.0, 1.0], [1.0, 1.0]])], [[(0, 1)]], potts=np.log(2.0))
+    >>> p = GraphPotentials.from_list(
+    ...     [np.log([[3.0, 1.0], [1.0, 1.0]])], [[(0, 1)]], potts=np.log(2.0))
     >>> r = belief_propagation(p, log_partition=True)
     >>> r.marginals.round(4).tolist(), round(float(np.exp(r.log_partition[0])), 9)
     ([[0.75, 0.25], [0.5833, 0.4167]], 12.0)
@@ -579,11 +675,19 @@ def belief_propagation(
     if warn:
         _warn_unconverged(converged, "loopy belief propagation", max_iter)
     return GraphInference(
-        map_labels=None, map_score=None, marginals=marg,
+        map_labels=None,
+        map_score=None,
+        marginals=marg,
         edge_marginals=emarg if edge_marginals else None,
         log_partition=logz if log_partition else None,
-        n_iter=n_iter, converged=converged, delta=delta, method="belief_propagation",
+        n_iter=n_iter,
+        converged=converged,
+        delta=delta,
+        method="belief_propagation",
     )
+
+
+_TRWS_PATIENCE = 10
 
 
 def _run_trws(p, tol, max_iter):
@@ -598,8 +702,30 @@ def _run_trws(p, tol, max_iter):
     scores = np.zeros(G)
     indptr, nbr, eid, rev, twin = _structure(p)
     _graph.trws_batch(
-        p.offsets, p.edge_offsets, p.unary, p.edges, kind, pw, pwT, emat, potts,
-        indptr, nbr, eid, rev, twin, tol, max_iter, msg, belief, labels, best, n_iter, delta, scores,
+        p.offsets,
+        p.edge_offsets,
+        p.unary,
+        p.edges,
+        kind,
+        pw,
+        pwT,
+        emat,
+        potts,
+        indptr,
+        nbr,
+        eid,
+        rev,
+        twin,
+        tol,
+        max_iter,
+        _TRWS_PATIENCE,
+        msg,
+        belief,
+        labels,
+        best,
+        n_iter,
+        delta,
+        scores,
     )
     return best, n_iter, delta
 
@@ -652,7 +778,8 @@ def max_product(
     >>> import numpy as np
     >>> from structcal.potentials import GraphPotentials
     >>> from structcal.inference.graph import max_product
-    >>> p = GraphPotentials.from_list([[[1.0, 0.0], [0.0, 0.5], [0.0, 0.0]]], [[(0, 1), (1, 2)]], potts=1.0)
+    >>> p = GraphPotentials.from_list(
+    ...     [[[1.0, 0.0], [0.0, 0.5], [0.0, 0.0]]], [[(0, 1), (1, 2)]], potts=1.0)
     >>> r = max_product(p)
     >>> r.map_labels.tolist(), r.map_score.tolist()
     ([0, 0, 0], [3.0])
@@ -666,13 +793,20 @@ def max_product(
     if warn:
         _warn_unconverged(converged, "loopy max-product", max_iter)
     return GraphInference(
-        map_labels=labels, map_score=scores, marginals=None, n_iter=n_iter,
-        converged=converged, delta=delta, method="max_product",
+        map_labels=labels,
+        map_score=scores,
+        marginals=None,
+        n_iter=n_iter,
+        converged=converged,
+        delta=delta,
+        method="max_product",
     )
 
 
-def icm(potentials: GraphPotentials, labels, *, max_iter: int = 100, warn: bool = True) -> GraphInference:
-    """Iterated conditional modes: polish labelings by greedy single-node moves.
+def icm(
+    potentials: GraphPotentials, labels, *, max_iter: int = 100, warn: bool = True
+) -> GraphInference:
+    """Polish labelings by iterated conditional modes: by greedy single-node moves.
 
     Nodes are visited in index order; each moves to its best label given its neighbours
     when that strictly increases the score. Stops at a labeling no single-node change
@@ -716,13 +850,30 @@ def icm(potentials: GraphPotentials, labels, *, max_iter: int = 100, warn: bool 
     kind, pw, pwT, emat, potts = p._kernel_args()
     sweeps = np.zeros(p.n_graphs, dtype=np.int64)
     converged = np.zeros(p.n_graphs, dtype=bool)
-    _graph.icm_batch(p.offsets, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], labels,
-                     max_iter, sweeps, converged)
+    _graph.icm_batch(
+        p.offsets,
+        p.unary,
+        kind,
+        pw,
+        pwT,
+        emat,
+        potts,
+        *_structure(p)[:4],
+        labels,
+        max_iter,
+        sweeps,
+        converged,
+    )
     if warn:
         _warn_unconverged(converged, "ICM", max_iter)
     return GraphInference(
-        map_labels=labels, map_score=score_labelings(p, labels), marginals=None,
-        n_iter=sweeps, converged=converged, delta=None, method="icm",
+        map_labels=labels,
+        map_score=score_labelings(p, labels),
+        marginals=None,
+        n_iter=sweeps,
+        converged=converged,
+        delta=None,
+        method="icm",
     )
 
 
@@ -772,7 +923,11 @@ def map_inference(
     node decodes its label given the neighbours already visited in the pass and sends
     tree-reweighted max-product messages (weight ``1 / max(#earlier, #later
     neighbours)``) to the neighbours ahead. The best labeling decoded over all passes is
-    kept. It is exact on forests, and on random small loopy graphs it found the exact
+    kept. It stops when no log-message entry changes by more than ``tol``, or when the
+    best decoded score has not improved for 10 iterations (messages of TRW-S can take
+    thousands of iterations to settle on frustrated graphs while the decoded labeling
+    stopped improving long before); ``converged`` is False only for graphs stopped by
+    ``max_iter``. It is exact on forests, and on random small loopy graphs it found the exact
     optimum more often than loopy max-product (see ``tests/test_graph_inference.py``).
     No optimality certificate (dual bound) is reported.
 
@@ -802,7 +957,7 @@ def map_inference(
     elif method == "trws":
         _, tol, max_iter = _iter_iv(damping, tol, max_iter)
         labels, n_iter, delta = _run_trws(p, tol, max_iter)
-        converged = np.asarray(p.is_forest, dtype=bool) | (delta < tol)
+        converged = np.asarray(p.is_forest, dtype=bool) | (delta < tol) | (n_iter < max_iter)
         if warn:
             _warn_unconverged(converged, "TRW-S", max_iter)
     else:
@@ -812,8 +967,12 @@ def map_inference(
     if polish:
         labels = icm(p, labels, max_iter=max_iter, warn=False).map_labels
     return GraphInference(
-        map_labels=labels, map_score=score_labelings(p, labels), marginals=None,
-        n_iter=n_iter, converged=converged, delta=delta,
+        map_labels=labels,
+        map_score=score_labelings(p, labels),
+        marginals=None,
+        n_iter=n_iter,
+        converged=converged,
+        delta=delta,
         method=method + ("+icm" if polish else ""),
     )
 
@@ -865,7 +1024,9 @@ def infer(
     ([0, 0], [[0.5, 0.5], [0.9, 0.1]])
     """
     p = _check_potentials(potentials)
-    marginal_method = check_option(marginal_method, "marginal_method", ("belief_propagation", "mean_field"))
+    marginal_method = check_option(
+        marginal_method, "marginal_method", ("belief_propagation", "mean_field")
+    )
     marginals = bool(marginals or edge_marginals)
     m = map_inference(p, warn=warn) if map else None
     r = None

@@ -184,12 +184,21 @@ class GraphPotentials:
     """
 
     __slots__ = (
-        "unary", "offsets", "edges", "edge_offsets", "pairwise", "edge_type", "potts",
-        "adjacency", "is_forest", "_kernel_cache",
+        "unary",
+        "offsets",
+        "edges",
+        "edge_offsets",
+        "pairwise",
+        "edge_type",
+        "potts",
+        "adjacency",
+        "is_forest",
+        "_kernel_cache",
     )
 
-    def __init__(self, unary, offsets, edges, edge_offsets, pairwise=None, *, edge_type=None,
-                 potts=None):
+    def __init__(
+        self, unary, offsets, edges, edge_offsets, pairwise=None, *, edge_type=None, potts=None
+    ):
         unary = as_float_array(unary, "unary", ndim=2, allow_neginf=True)
         n_nodes, K = unary.shape
         if K < 1:
@@ -200,7 +209,9 @@ class GraphPotentials:
         n_graphs = offsets.shape[0] - 1
         edges = as_int_array(edges, "edges", ndim=2, shape=(None, 2), low=0, high=max(n_nodes, 1))
         if n_nodes == 0 and edges.shape[0]:
-            raise ParameterError(f"`edges` must be empty when there are no nodes; got {edges.shape[0]}")
+            raise ParameterError(
+                f"`edges` must be empty when there are no nodes; got {edges.shape[0]}"
+            )
         m = edges.shape[0]
         edge_offsets = check_offsets(edge_offsets, "edge_offsets", m)
         if edge_offsets.shape[0] != n_graphs + 1:
@@ -224,8 +235,9 @@ class GraphPotentials:
     # ------------------------------------------------------------------ constructors
 
     @classmethod
-    def from_list(cls, unaries, edges, pairwise=None, *, edge_type=None,
-                  potts=None) -> "GraphPotentials":
+    def from_list(
+        cls, unaries, edges, pairwise=None, *, edge_type=None, potts=None
+    ) -> "GraphPotentials":
         """Build a batch from per-graph arrays with *local* node indices.
 
         Parameters
@@ -280,7 +292,8 @@ class GraphPotentials:
         if isinstance(pairwise, (list, tuple)):
             pw_list = _as_list(pairwise, "pairwise", length=n)
             mats = [
-                as_float_array(pw, f"pairwise[{g}]", allow_neginf=True) for g, pw in enumerate(pw_list)
+                as_float_array(pw, f"pairwise[{g}]", allow_neginf=True)
+                for g, pw in enumerate(pw_list)
             ]
             for g, (pw, e) in enumerate(zip(mats, parts)):
                 if pw.shape != (e.shape[0], K, K):
@@ -291,20 +304,38 @@ class GraphPotentials:
             pairwise = np.concatenate(mats, axis=0) if mats else np.zeros((0, K, K))
         if edge_type is not None:
             et = _as_list(edge_type, "edge_type", length=n)
-            edge_type = np.concatenate(
-                [as_int_array(t, f"edge_type[{g}]", ndim=1, shape=(parts[g].shape[0],))
-                 for g, t in enumerate(et)]
-            ) if et else np.zeros(0, np.int64)
+            edge_type = (
+                np.concatenate(
+                    [
+                        as_int_array(t, f"edge_type[{g}]", ndim=1, shape=(parts[g].shape[0],))
+                        for g, t in enumerate(et)
+                    ]
+                )
+                if et
+                else np.zeros(0, np.int64)
+            )
         if isinstance(potts, (list, tuple)):
             pl = _as_list(potts, "potts", length=n)
-            potts = np.concatenate(
-                [as_float_array(w, f"potts[{g}]", ndim=1, shape=(parts[g].shape[0],), allow_neginf=True)
-                 for g, w in enumerate(pl)]
-            ) if pl else np.zeros(0)
-        return cls(unary, offsets, flat_edges, edge_offsets, pairwise, edge_type=edge_type, potts=potts)
+            potts = (
+                np.concatenate(
+                    [
+                        as_float_array(
+                            w, f"potts[{g}]", ndim=1, shape=(parts[g].shape[0],), allow_neginf=True
+                        )
+                        for g, w in enumerate(pl)
+                    ]
+                )
+                if pl
+                else np.zeros(0)
+            )
+        return cls(
+            unary, offsets, flat_edges, edge_offsets, pairwise, edge_type=edge_type, potts=potts
+        )
 
     @classmethod
-    def from_networkx(cls, graphs, *, unary="unary", pairwise=None, potts=None) -> "GraphPotentials":
+    def from_networkx(
+        cls, graphs, *, unary="unary", pairwise=None, potts=None
+    ) -> "GraphPotentials":
         """Build a batch from networkx graphs with unary potentials as a node attribute.
 
         Nodes are taken in ``G.nodes`` order and edges in ``G.edges`` order; an edge
@@ -346,7 +377,9 @@ class GraphPotentials:
         unaries, edges, pw_list, potts_list = [], [], [], []
         for g, G in enumerate(graphs):
             if not isinstance(G, nx.Graph):
-                raise ParameterTypeError(f"`graphs[{g}]` must be a networkx graph; got {describe(G)}")
+                raise ParameterTypeError(
+                    f"`graphs[{g}]` must be a networkx graph; got {describe(G)}"
+                )
             if G.is_multigraph():
                 raise ParameterError(
                     f"`graphs[{g}]` is a multigraph; parallel edges must be merged into one "
@@ -360,8 +393,14 @@ class GraphPotentials:
                         f"node {node!r} of `graphs[{g}]` has no {unary!r} attribute (its unary "
                         "log-potentials)"
                     )
-                rows.append(as_float_array(data[unary], f"unary of node {node!r} of graphs[{g}]",
-                                           ndim=1, allow_neginf=True))
+                rows.append(
+                    as_float_array(
+                        data[unary],
+                        f"unary of node {node!r} of graphs[{g}]",
+                        ndim=1,
+                        allow_neginf=True,
+                    )
+                )
             if rows and len({r.shape[0] for r in rows}) != 1:
                 raise ParameterError(f"the {unary!r} attributes of `graphs[{g}]` differ in length")
             unaries.append(np.stack(rows) if rows else np.zeros((0, 1)))
@@ -381,7 +420,7 @@ class GraphPotentials:
 
     @classmethod
     def from_chain(cls, chain: ChainPotentials) -> "GraphPotentials":
-        """The same model as a batch of path graphs (edges ``(t, t + 1)`` in chain order).
+        """Return the same model as a batch of path graphs (edges ``(t, t + 1)`` in chain order).
 
         Parameters
         ----------
@@ -395,14 +434,26 @@ class GraphPotentials:
         if not isinstance(chain, ChainPotentials):
             raise ParameterTypeError(f"`chain` must be a ChainPotentials; got {describe(chain)}")
         starts = np.repeat(chain.offsets[:-1], np.maximum(chain.lengths - 1, 0))
-        local = np.arange(chain.n_edges) - np.repeat(chain.edge_offsets[:-1], np.maximum(chain.lengths - 1, 0))
+        local = np.arange(chain.n_edges) - np.repeat(
+            chain.edge_offsets[:-1], np.maximum(chain.lengths - 1, 0)
+        )
         first = starts + local
         edges = np.stack([first, first + 1], axis=1).astype(np.int64).reshape(-1, 2)
         return cls(chain.unary, chain.offsets, edges, chain.edge_offsets, chain.pairwise)
 
     @classmethod
-    def _trusted(cls, unary, offsets, edges, edge_offsets, pairwise=None, edge_type=None,
-                 potts=None, adjacency=None, is_forest=None) -> "GraphPotentials":
+    def _trusted(
+        cls,
+        unary,
+        offsets,
+        edges,
+        edge_offsets,
+        pairwise=None,
+        edge_type=None,
+        potts=None,
+        adjacency=None,
+        is_forest=None,
+    ) -> "GraphPotentials":
         """Build without validation (for producers inside structcal that guarantee validity).
 
         ``adjacency`` and ``is_forest`` may be passed to reuse the structure of an existing
@@ -413,17 +464,34 @@ class GraphPotentials:
         self.offsets = _readonly(np.ascontiguousarray(offsets, dtype=np.int64))
         self.edges = _readonly(np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2))
         self.edge_offsets = _readonly(np.ascontiguousarray(edge_offsets, dtype=np.int64))
-        self.pairwise = None if pairwise is None else _readonly(np.ascontiguousarray(pairwise, dtype=np.float64))
-        self.edge_type = None if edge_type is None else _readonly(np.ascontiguousarray(edge_type, dtype=np.int64))
-        self.potts = None if potts is None else _readonly(np.ascontiguousarray(potts, dtype=np.float64))
-        self.adjacency = adjacency if adjacency is not None else _build_adjacency(
-            self.unary.shape[0], self.edges
+        self.pairwise = (
+            None
+            if pairwise is None
+            else _readonly(np.ascontiguousarray(pairwise, dtype=np.float64))
         )
-        self.is_forest = _readonly(np.asarray(
-            is_forest if is_forest is not None
-            else _forest_flags(self.unary.shape[0], self.offsets, self.edges, self.edge_offsets),
-            dtype=bool,
-        ))
+        self.edge_type = (
+            None
+            if edge_type is None
+            else _readonly(np.ascontiguousarray(edge_type, dtype=np.int64))
+        )
+        self.potts = (
+            None if potts is None else _readonly(np.ascontiguousarray(potts, dtype=np.float64))
+        )
+        self.adjacency = (
+            adjacency
+            if adjacency is not None
+            else _build_adjacency(self.unary.shape[0], self.edges)
+        )
+        self.is_forest = _readonly(
+            np.asarray(
+                is_forest
+                if is_forest is not None
+                else _forest_flags(
+                    self.unary.shape[0], self.offsets, self.edges, self.edge_offsets
+                ),
+                dtype=bool,
+            )
+        )
         self._kernel_cache = None
         return self
 
@@ -488,8 +556,10 @@ class GraphPotentials:
         -------
         ndarray of shape (n_selected, n_states, n_states)
         """
-        idx = np.arange(self.n_edges) if edges is None else as_int_array(
-            edges, "edges", ndim=1, low=0, high=max(self.n_edges, 1)
+        idx = (
+            np.arange(self.n_edges)
+            if edges is None
+            else as_int_array(edges, "edges", ndim=1, low=0, high=max(self.n_edges, 1))
         )
         K = self.n_states
         if self.potts is not None:
@@ -527,7 +597,15 @@ class GraphPotentials:
                 if pw.shape[0] == 0:
                     pw = np.zeros((1, K, K))
             pwT = np.ascontiguousarray(pw.transpose(0, 2, 1))
-            self._kernel_cache = (kind, pw, pwT, emat, potts)
+            # all read-only, so that every pairwise form gives the kernels the same types
+            # (Numba compiles one specialisation per combination of array types)
+            self._kernel_cache = (
+                kind,
+                _readonly(pw),
+                _readonly(pwT),
+                _readonly(emat),
+                _readonly(potts),
+            )
         return self._kernel_cache
 
     # ------------------------------------------------------------------ batches
@@ -554,7 +632,9 @@ class GraphPotentials:
         rows = np.repeat(self.offsets[:-1][graphs] - offsets[:-1], sizes) + np.arange(offsets[-1])
         counts = self.edge_counts[graphs]
         e_off = _offsets_from_lengths(counts)
-        erows = np.repeat(self.edge_offsets[:-1][graphs] - e_off[:-1], counts) + np.arange(e_off[-1])
+        erows = np.repeat(self.edge_offsets[:-1][graphs] - e_off[:-1], counts) + np.arange(
+            e_off[-1]
+        )
         shift = np.repeat(offsets[:-1] - self.offsets[:-1][graphs], counts)
         edges = self.edges[erows] + shift[:, None]
         pairwise, edge_type, potts = self.pairwise, self.edge_type, self.potts
@@ -565,7 +645,13 @@ class GraphPotentials:
         elif edge_type is not None:
             edge_type = edge_type[erows]
         return GraphPotentials._trusted(
-            self.unary[rows], offsets, edges, e_off, pairwise, edge_type, potts,
+            self.unary[rows],
+            offsets,
+            edges,
+            e_off,
+            pairwise,
+            edge_type,
+            potts,
             is_forest=self.is_forest[graphs],
         )
 
@@ -579,7 +665,7 @@ class GraphPotentials:
         return [values[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
 
     def with_unary(self, unary) -> "GraphPotentials":
-        """The same graphs and pairwise potentials with other unary potentials.
+        """Return the same graphs and pairwise potentials with other unary potentials.
 
         Parameters
         ----------
@@ -592,8 +678,15 @@ class GraphPotentials:
         """
         unary = as_float_array(unary, "unary", ndim=2, shape=self.unary.shape, allow_neginf=True)
         return GraphPotentials._trusted(
-            unary, self.offsets, self.edges, self.edge_offsets, self.pairwise, self.edge_type,
-            self.potts, adjacency=self.adjacency, is_forest=self.is_forest,
+            unary,
+            self.offsets,
+            self.edges,
+            self.edge_offsets,
+            self.pairwise,
+            self.edge_type,
+            self.potts,
+            adjacency=self.adjacency,
+            is_forest=self.is_forest,
         )
 
     def __repr__(self) -> str:
@@ -608,11 +701,15 @@ class GraphPotentials:
 
 def _as_list(values, name, length=None):
     if isinstance(values, np.ndarray) or not isinstance(values, (list, tuple)):
-        raise ParameterTypeError(f"`{name}` must be a list with one entry per graph; got {describe(values)}")
+        raise ParameterTypeError(
+            f"`{name}` must be a list with one entry per graph; got {describe(values)}"
+        )
     if length is None and len(values) == 0:
         raise ParameterError(f"`{name}` must hold at least one graph; got an empty list")
     if length is not None and len(values) != length:
-        raise ParameterError(f"`{name}` must hold one entry per graph ({length}); got {len(values)}")
+        raise ParameterError(
+            f"`{name}` must hold one entry per graph ({length}); got {len(values)}"
+        )
     return list(values)
 
 
@@ -668,9 +765,13 @@ def _check_pairwise(pairwise, edge_type, potts, m, K):
         )
     if potts is not None:
         if edge_type is not None:
-            raise ParameterError("`edge_type` applies to matrix `pairwise` potentials, not to `potts`")
+            raise ParameterError(
+                "`edge_type` applies to matrix `pairwise` potentials, not to `potts`"
+            )
         if np.ndim(potts) == 0:
-            arr = np.full(m, float(as_float_array(np.reshape(potts, 1), "potts", allow_neginf=True)[0]))
+            arr = np.full(
+                m, float(as_float_array(np.reshape(potts, 1), "potts", allow_neginf=True)[0])
+            )
         else:
             arr = as_float_array(potts, "potts", allow_neginf=True)
         if arr.ndim == 0:
@@ -703,7 +804,9 @@ def _check_pairwise(pairwise, edge_type, potts, m, K):
             )
         return pairwise, None, None
     n_types = pairwise.shape[0]
-    edge_type = as_int_array(edge_type, "edge_type", ndim=1, shape=(m,), low=0, high=max(n_types, 1))
+    edge_type = as_int_array(
+        edge_type, "edge_type", ndim=1, shape=(m,), low=0, high=max(n_types, 1)
+    )
     if m and n_types == 0:
         raise ParameterError("`pairwise` holds no edge-type matrix but there are edges")
     return pairwise, edge_type, None
