@@ -90,3 +90,38 @@ def test_superpixel_scenes_follow_their_documented_model():
     )
     with pytest.raises(ParameterError, match="`n_objects` must be"):
         make_superpixel_scenes(2, n_objects=(5, 2))
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "structcal.inference.graph",
+        "structcal.inference._dispatch",
+        "structcal.potentials.graph",
+        "structcal.crf.graph",
+        "structcal.datasets.graphs",
+        "structcal.datasets.scene",
+        "structcal.datasets.snakes",
+    ],
+)
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(module)
+    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_importing_the_graph_modules_compiles_nothing():
+    import subprocess
+    import sys
+
+    code = (
+        "import structcal, structcal.inference, structcal.crf, structcal.datasets;"
+        "from structcal.inference import _graph as k;"
+        "print(sum(len(d.overloads) for d in (k.mean_field_batch, k.bp_batch, k.trws_batch,"
+        " k._send, k._mf_field)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"

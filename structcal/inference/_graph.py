@@ -526,7 +526,7 @@ def _mean_field_graph(
             if shared:
                 for j in range(n0, n1):
                     _mf_project(j, finite, pw, pwT, q, PF, PR)
-        if delta < tol:
+        if delta <= tol:
             break
     return it, delta, STATUS_OK
 
@@ -1015,7 +1015,7 @@ def _bp_graph(
                     )
                     if d > delta:
                         delta = d
-            if delta < tol:
+            if delta <= tol:
                 break
     for j in range(n0, n1):
         _belief(j, unary, indptr, msg, belief)
@@ -1266,7 +1266,7 @@ def trws_batch(
                     best = sc
                     for i in range(n0, n1):
                         best_labels[i] = labels[i]
-            if d < tol or stale >= patience:
+            if d <= tol or stale >= patience:
                 break
         n_iter[g] = it
         delta[g] = d

@@ -396,7 +396,8 @@ def mean_field(
     damping : float, default=0.0
         ``q_i <- (1 - damping) * update + damping * q_i``; in ``[0, 1)``.
     tol : float, default=1e-6
-        Stop when a sweep's largest ``|update - q_i|`` falls below ``tol``.
+        Stop when a sweep's largest ``|update - q_i|`` is at most ``tol`` (``tol=0`` runs
+        ``max_iter`` sweeps unless an exact fixed point is reached).
     max_iter : int, default=200
         Maximum number of sweeps.
     init : array-like of shape (n_nodes, n_states), optional
@@ -505,7 +506,7 @@ def mean_field(
         "a node has every label forbidden under mean field (hard "
         "constraints that mean field cannot represent)",
     )
-    converged = delta < tol
+    converged = delta <= tol
     if warn:
         _warn_unconverged(converged, f"mean field ({schedule})", max_iter)
     emarg = None
@@ -588,7 +589,7 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
         logz,
         scores,
     )
-    converged = np.asarray(p.is_forest, dtype=bool) | (delta < tol)
+    converged = np.asarray(p.is_forest, dtype=bool) | (delta <= tol)
     return labels, scores, marg, emarg, logz, n_iter, converged, delta, status
 
 
@@ -957,7 +958,7 @@ def map_inference(
     elif method == "trws":
         _, tol, max_iter = _iter_iv(damping, tol, max_iter)
         labels, n_iter, delta = _run_trws(p, tol, max_iter)
-        converged = np.asarray(p.is_forest, dtype=bool) | (delta < tol) | (n_iter < max_iter)
+        converged = np.asarray(p.is_forest, dtype=bool) | (delta <= tol) | (n_iter < max_iter)
         if warn:
             _warn_unconverged(converged, "TRW-S", max_iter)
     else:
