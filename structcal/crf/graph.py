@@ -411,7 +411,10 @@ class GraphCRF(BaseEstimator):
         approximate negative log-likelihood ``log Z_MF(x) - s(x, y)`` with the mean-field
         lower bound of ``log Z`` and its gradient at the mean-field fixed point;
         ``'belief_propagation'``: the same with the Bethe approximation (exact on trees
-        and forests).
+        and forests). Caveats: the mean-field bound under-estimates ``log Z`` most for
+        strong couplings, so ``'mean_field'`` training can inflate them (regularise);
+        pseudo-likelihood sees the true neighbour labels during training and can learn
+        couplings too strong for prediction when the unary features are weak.
     pairwise : {'full', 'symmetric', 'potts'}, default='full'
         Form of each ``P_k``: any matrix (edges are oriented: ``P[a, b]`` scores the
         first endpoint labelled ``a``), a symmetric matrix (for undirected graphs), or
