@@ -2,5 +2,6 @@
 
 from .chain import ChainCRF
 from .features import ImageFeatures
+from .graph import GraphCRF
 
-__all__ = ["ChainCRF", "ImageFeatures"]
+__all__ = ["ChainCRF", "GraphCRF", "ImageFeatures"]

@@ -1,29 +1,50 @@
-"""Inference on batches of structured problems (public functions; kernels are private)."""
+"""Inference on batches of structured problems (public functions; kernels are private).
 
+``infer``, ``score_labelings`` and ``pseudo_marginals`` accept chains or graphs and
+dispatch on the type of the potentials; the other names are specific to one structure
+(graph routines: :mod:`structcal.inference.graph`).
+"""
+
+from ._dispatch import infer, pseudo_marginals, score_labelings
 from .chain import (
     ChainInference,
     KBestResult,
     assignment_probability,
     constrained_log_partition,
     forward_backward,
-    infer,
     kbest,
     log_probability,
-    pseudo_marginals,
-    score_labelings,
     viterbi,
+)
+from .graph import (
+    GraphInference,
+    SecondBest,
+    belief_propagation,
+    icm,
+    map_inference,
+    max_product,
+    mean_field,
+    second_best,
 )
 
 __all__ = [
     "ChainInference",
+    "GraphInference",
     "KBestResult",
+    "SecondBest",
     "assignment_probability",
+    "belief_propagation",
     "constrained_log_partition",
     "forward_backward",
+    "icm",
     "infer",
     "kbest",
     "log_probability",
+    "map_inference",
+    "max_product",
+    "mean_field",
     "pseudo_marginals",
     "score_labelings",
+    "second_best",
     "viterbi",
 ]

@@ -3,6 +3,7 @@
 Works on any pairwise model given as ``(unary, edges, pairwise)``: ``unary`` (n_nodes, K),
 ``edges`` (n_edges, 2) and one ``(K, K)`` log-potential matrix per edge. Cost is
 ``K ** n_nodes``; :func:`enumerate_model` refuses more than ``max_labelings`` labelings.
+:func:`exact_chain` and :func:`exact_graph` apply it to one problem of a batch.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from scipy.special import logsumexp
 
 from .._validation import as_float_array, as_int_array, check_int
 from ..exceptions import ParameterError
-from ..potentials import ChainPotentials
+from ..potentials import ChainPotentials, GraphPotentials
 
-__all__ = ["ExactResult", "enumerate_model", "exact_chain"]
+__all__ = ["ExactResult", "enumerate_model", "exact_chain", "exact_graph"]
 
 
 @dataclass(frozen=True)
@@ -121,3 +122,31 @@ def exact_chain(potentials: ChainPotentials, chain: int, **kwargs) -> ExactResul
         e0, e1 = potentials.edge_offsets[chain], potentials.edge_offsets[chain + 1]
         pw = potentials.pairwise[e0:e1]
     return enumerate_model(unary, edges, pw, **kwargs)
+
+
+def exact_graph(potentials: GraphPotentials, graph: int, **kwargs) -> ExactResult:
+    """Enumerate every labeling of one graph of a :class:`GraphPotentials` batch.
+
+    Parameters
+    ----------
+    potentials : GraphPotentials
+        The batch of graphs.
+    graph : int
+        Index of the graph.
+    **kwargs
+        Passed to :func:`enumerate_model` (e.g. ``max_labelings``).
+
+    Returns
+    -------
+    ExactResult
+        Labelings use the graph's local node indices (``0 .. n_nodes_g - 1``); edge
+        marginals follow the graph's edges in batch order.
+    """
+    if not isinstance(potentials, GraphPotentials):
+        raise ParameterError(f"`potentials` must be a GraphPotentials; got {type(potentials).__name__}")
+    graph = check_int(graph, "graph", low=0, high=potentials.n_graphs - 1)
+    n0, n1 = potentials.offsets[graph], potentials.offsets[graph + 1]
+    e0, e1 = potentials.edge_offsets[graph], potentials.edge_offsets[graph + 1]
+    edges = potentials.edges[e0:e1] - n0
+    pw = potentials.edge_matrices(np.arange(e0, e1))
+    return enumerate_model(potentials.unary[n0:n1], edges, pw, **kwargs)

@@ -5,5 +5,6 @@ model, a neural network -- plugs into inference and everything after it through 
 """
 
 from .chain import ChainPotentials
+from .graph import GraphAdjacency, GraphPotentials
 
-__all__ = ["ChainPotentials"]
+__all__ = ["ChainPotentials", "GraphAdjacency", "GraphPotentials"]
