@@ -80,11 +80,9 @@ def fit_eval(train_table, test_table, columns, forecaster):
 def one_dim_baselines(train_table, test_table):
     """Isotonic regression and Platt scaling of the raw model probability."""
     out = {}
-    try:
-        from structcal.calibrators import IsotonicCalibrator, PlattCalibrator
-    except ImportError:  # pragma: no cover
-        return out
-    for name, cal in (("isotonic(raw)", IsotonicCalibrator()), ("platt(raw)", PlattCalibrator())):
+    from structcal.calibrators import IsotonicCalibration, PlattScaling
+
+    for name, cal in (("isotonic(raw)", IsotonicCalibration()), ("platt(raw)", PlattScaling())):
         cal.fit(train_table.raw, train_table.outcome)
         p = cal.predict_proba(test_table.raw)
         p = p[:, 1] if p.ndim == 2 else p

@@ -107,6 +107,8 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
         with os.fdopen(fd, "w") as fh:
             json.dump(manifest, fh, indent=2, sort_keys=True, allow_nan=True)
             fh.write("\n")
+        for tmp in tmp_files:  # mkstemp creates 0600 files; saved models are ordinary files
+            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp_npz, npz_path)
         os.replace(tmp_json, json_path)
     finally:
@@ -114,6 +116,12 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return npz_path, json_path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def read_manifest(path) -> dict:
@@ -175,6 +183,16 @@ def load(path, *, expected_class: type | None = None):
     return model
 
 
+def _pretrained_root() -> Path:
+    """Folder of the shipped models: the installed package, else the checkout's models/."""
+    from importlib import resources
+
+    try:
+        return Path(str(resources.files("structcal.pretrained")))
+    except ModuleNotFoundError:  # running from a source checkout that is not installed
+        return Path(__file__).resolve().parent.parent / "models"
+
+
 def pretrained_path(name: str) -> Path:
     """Path stem of a model shipped with structcal (the top-level ``models/`` folder).
 
@@ -188,9 +206,7 @@ def pretrained_path(name: str) -> Path:
     Path
         Pass it to the model class's ``load`` or to :func:`load`.
     """
-    from importlib import resources
-
-    root = Path(str(resources.files("structcal.pretrained")))
+    root = _pretrained_root()
     npz_path, json_path = model_paths(root / name)
     if not json_path.exists():
         available = sorted(p.stem for p in root.glob("*.json"))
