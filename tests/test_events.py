@@ -202,6 +202,20 @@ def test_empty_items_and_single_state():
     np.testing.assert_allclose(m.columns("phi_mp3")[:, 0], 100.0)  # one labeling: capped margin
 
 
+def test_table1_adds_map_in_event_only_for_user_kinds():
+    p, y, _ = _problem(6, lengths=(3, 2, 4))
+    pred = StructuredPrediction(p, unstructured_scores=np.zeros((p.n_tokens, p.n_states)))
+    paper = build_events(pred, [MAPEvent(), MarginalEvent()], y_true=y, features="table1",
+                         lexicon=Lexicon([[0, 0]], n_states=p.n_states))
+    assert "map_in_event" not in paper.feature_names
+    first_zero = Predicate(lambda lab: bool(lab[0] == 0), name="first_is_zero")
+    t = build_events(pred, [MAPEvent(), first_zero], y_true=y, features="table1",
+                     lexicon=Lexicon([[0, 0]], n_states=p.n_states))
+    ev = t.group_by("kind")["first_is_zero"]
+    expected = pred.map_labels[p.offsets[:-1]] == 0
+    np.testing.assert_array_equal(ev.columns("map_in_event")[:, 0], expected.astype(float))
+
+
 # ------------------------------------------------------------------ bad input
 
 

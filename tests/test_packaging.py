@@ -39,3 +39,19 @@ def test_import_compiles_nothing():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
     assert structcal.__version__
+
+
+def test_top_level_names_resolve_lazily():
+    import subprocess
+    import sys
+
+    code = "import sys, structcal; print('numba' in sys.modules, 'sklearn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+    for name in structcal.__all__:
+        assert getattr(structcal, name) is not None, name
+    assert set(structcal.__all__) <= set(dir(structcal))
+    import pytest
+
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        structcal.Nope

@@ -109,6 +109,9 @@ class EventKind:
     probability_needs = "marginals"
     #: whether the model can compute the probability of these events
     has_probability = True
+    #: whether the MAP labeling lies in every event of this kind (``I[MAP in E]`` is
+    #: constant 1, as for the paper's MAP and marginal events)
+    contains_map = False
 
     def instances(self, pred) -> EventInstances:
         """The events of this kind for every input of ``pred``."""
@@ -135,6 +138,7 @@ class MAPEvent(EventKind):
 
     scope = "item"
     name = "map"
+    contains_map = True
 
     def outcomes(self, pred, events, y_true):
         return (_count_per_item(pred, y_true != pred.map_labels) == 0)[events.item]
@@ -152,6 +156,7 @@ class MarginalEvent(EventKind):
     scope = "node"
     name = "marginal"
     probability_needs = "marginals"
+    contains_map = True
 
     def instances(self, pred):
         node = np.arange(pred.n_nodes, dtype=np.int64)

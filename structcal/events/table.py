@@ -222,7 +222,10 @@ def _feature_plan(kinds, features):
         elif isinstance(features, str):
             groups = _features.FEATURE_GROUPS[kind.scope]
             if features == "table1":
-                names = groups["all"]
+                # Table 1 describes the input and its MAP; for the paper's MAP and marginal
+                # events that describes the event, for any other kind it does not without
+                # I[MAP in E]
+                names = groups["all"] + ([] if kind.contains_map else ["map_in_event"])
             elif features == "all":
                 names = groups["all"] + ["map_in_event"] + (["raw"] if kind.has_probability else [])
             else:
@@ -269,8 +272,10 @@ def build_events(
     y_true : array-like of shape (n_nodes,) or list of array-like, optional
         True labelings; fills the ``outcome`` column.
     features : 'all', 'table1', list of str or Feature, or dict, default='all'
-        ``'table1'``: every Table 1 feature of each kind's scope; ``'all'``: those plus
-        ``raw`` and ``map_in_event``. A list is applied to every kind where a feature's
+        ``'table1'``: every Table 1 feature of each kind's scope (plus ``map_in_event``
+        for kinds other than the MAP and marginal events, whose outcome the Table 1
+        features alone do not describe); ``'all'``: those plus ``raw`` and
+        ``map_in_event``. A list is applied to every kind where a feature's
         scope fits (a name that fits no kind is an error); a dict maps kind names to lists.
     lexicon : Lexicon, optional
         Admissible labelings G (needed by ``phi_mp2``).

@@ -1,0 +1,76 @@
+"""The main job (``structcal demo ocr``) and the plotting helpers."""
+
+import json
+
+import numpy as np
+import pytest
+
+from structcal.cli import main
+
+
+@pytest.fixture(scope="module")
+def demo_json():
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["demo", "ocr", "--json"]) == 0
+    return json.loads(buf.getvalue())
+
+
+def test_demo_ocr_json_has_the_documented_keys_and_sane_figures(demo_json):
+    r = demo_json
+    assert 0.9 < r["letter_accuracy"] < 0.97      # shipped likelihood CRF: 93.1% / 69.4%
+    assert 0.6 < r["word_accuracy"] < 0.8
+    for kind in ("map", "marginal"):
+        for key in ("raw_l2", "calibrated_l2", "calibrated_calibration_error", "calibrated_sharpness"):
+            assert 0.0 <= r[kind][key] <= 1.0, (kind, key)
+        # calibration never makes the l2 loss worse than raw by more than noise
+        assert r[kind]["calibrated_l2"] <= r[kind]["raw_l2"] + 0.005, kind
+    # the MAP events gain the most: raw p(MAP) of the likelihood CRF is overconfident
+    assert r["map"]["calibrated_l2"] < 0.5 * r["map"]["raw_l2"]
+    assert r["map"]["n_events"] == 2042 and r["marginal"]["n_events"] == 15624
+    assert r["seconds"] > 0
+
+
+def test_demo_ocr_table_output(capsys):
+    from structcal.cli import demo_ocr
+
+    result = demo_ocr()
+    out = capsys.readouterr().out
+    assert "per letter" in out and "pooled" in out and "marginal" in out
+    assert f"{result['letter_accuracy']:.1%}" in out
+
+
+def test_cli_rejects_unknown_demo(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "mnist"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_plot_report_draws_one_curve_per_forecaster():
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from structcal.events import MAPEvent, MarginalEvent, build_events
+    from structcal.plotting import plot_calibration_curve, plot_report
+    from structcal.prediction import StructuredPrediction
+    from structcal.recalibration import evaluate_events
+
+    from ._problems import random_chains
+
+    p = random_chains(np.random.default_rng(0), 3, np.arange(60) % 5 + 1)
+    pred = StructuredPrediction(p)
+    y = pred.map_labels.copy()
+    y[::3] = (y[::3] + 1) % 3
+    t = build_events(pred, [MAPEvent(), MarginalEvent()], y_true=y, features=["phi_mg1", "phi_mg2"])
+    report = evaluate_events(t, {"raw": t.raw, "half": np.full(t.n_events, 0.5)})
+    ax = plot_report(report, "marginal")
+    assert len(ax.get_legend().get_texts()) == 2
+    assert "raw (" in ax.get_legend().get_texts()[0].get_text()
+    with pytest.raises(TypeError, match="ReliabilityTable"):
+        plot_calibration_curve(np.zeros(3))
+    plt.close("all")
