@@ -1,0 +1,26 @@
+"""Smoke runs of the accuracy studies in benchmarks/ (slow: run with ``-m slow``)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_ocr_recalibration_study_quick():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ocr_recalibration_study.py"), "--quick", "--json",
+         "--models", "ocr_chain_crf"],
+        capture_output=True, text=True, check=True, env=env,
+    )
+    r = json.loads(out.stdout)["models"]["ocr_chain_crf"]
+    fig3 = r["figure3"]
+    assert fig3["map"]["all [knn]"]["l2x100"] < fig3["map"]["uncalibrated"]["l2x100"]
+    assert fig3["marginal"]["all [knn]"]["l2x100"] < fig3["marginal"]["uncalibrated"]["l2x100"] + 0.5
+    assert r["figure4"]["knn"][-1]["calibration_error"] < 1e-3
