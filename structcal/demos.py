@@ -41,13 +41,15 @@ class OCRSetup:
         )
 
 
-def ocr_setup(model: str = "ocr_chain_crf") -> OCRSetup:
+def ocr_setup(model="ocr_chain_crf") -> OCRSetup:
     """Load a shipped OCR model and data, and fit the unstructured letter classifier.
 
     Parameters
     ----------
-    model : {'ocr_chain_crf', 'ocr_chain_crf_max_margin'}, default='ocr_chain_crf'
-        The shipped chain CRF (trained by maximum likelihood or as a structured SVM).
+    model : {'ocr_chain_crf', 'ocr_chain_crf_max_margin'} or ChainCRF, default='ocr_chain_crf'
+        The shipped chain CRF (trained by maximum likelihood or as a structured SVM), or
+        a ``ChainCRF`` instance: fitted, it is used as is; unfitted, it is fitted on the
+        ``train`` split here.
 
     Returns
     -------
@@ -62,7 +64,15 @@ def ocr_setup(model: str = "ocr_chain_crf") -> OCRSetup:
 
     data = load_ocr()
     train = data.split("train")
-    crf = ChainCRF.load(pretrained_path(model))
+    if isinstance(model, ChainCRF):
+        crf = model if hasattr(model, "coef_") else model.fit(train.X, train.y)
+    elif isinstance(model, str):
+        crf = ChainCRF.load(pretrained_path(model))
+    else:
+        from ._validation import describe
+        from .exceptions import ParameterTypeError
+
+        raise ParameterTypeError(f"`model` must be a shipped model name or a ChainCRF; got {describe(model)}")
     svm = LinearSVC(C=0.1, dual=False).fit(train.pixels, train.labels)
     lexicon = Lexicon(set(train.words), n_states=len(train.alphabet), alphabet=train.alphabet)
     return OCRSetup(crf, svm, lexicon, train, data.split("recalibration"), data.split("test"))

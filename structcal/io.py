@@ -21,7 +21,7 @@ import numpy as np
 
 from .exceptions import ParameterError, ParameterTypeError
 
-__all__ = ["save", "load", "register", "read_manifest", "model_paths", "pretrained_path"]
+__all__ = ["SaveLoadMixin", "save", "load", "register", "read_manifest", "model_paths", "pretrained_path"]
 
 _REGISTRY: dict[str, tuple[type, int]] = {}
 _MAGIC = "structcal-model"
@@ -116,6 +116,46 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return npz_path, json_path
+
+
+class SaveLoadMixin:
+    """``save`` / ``load`` methods for models registered with :func:`register`.
+
+    The class defines ``_to_state`` and ``_from_state`` (see :func:`register`).
+    """
+
+    def save(self, path, *, metadata=None):
+        """Save the fitted model to ``path.npz`` + ``path.json`` (atomic; no pickle).
+
+        Parameters
+        ----------
+        path : str or path-like
+            The model's stem (``.npz``/``.json`` suffixes are stripped).
+        metadata : dict, optional
+            JSON-serialisable information stored with the model.
+
+        Returns
+        -------
+        (Path, Path)
+            The two files written.
+        """
+        return save(self, path, metadata=metadata)
+
+    @classmethod
+    def load(cls, path):
+        """Load a model written by :meth:`save` (``allow_pickle=False``).
+
+        Parameters
+        ----------
+        path : str or path-like
+            The model's stem, or its ``.npz``/``.json`` file.
+
+        Returns
+        -------
+        model
+            An instance of this class, with ``metadata_`` holding the saved metadata.
+        """
+        return load(path, expected_class=cls)
 
 
 def _umask() -> int:

@@ -74,3 +74,11 @@ def test_plot_report_draws_one_curve_per_forecaster():
     with pytest.raises(TypeError, match="ReliabilityTable"):
         plot_calibration_curve(np.zeros(3))
     plt.close("all")
+
+
+def test_ocr_setup_rejects_a_non_model():
+    from structcal import ParameterTypeError
+    from structcal.demos import ocr_setup
+
+    with pytest.raises(ParameterTypeError, match="shipped model name or a ChainCRF"):
+        ocr_setup(42)

@@ -266,7 +266,7 @@ def _structured_hinge(layout, theta, Z, offsets, labels, start_end):
 
 
 @io.register(format_version=1)
-class ChainCRF(BaseEstimator):
+class ChainCRF(io.SaveLoadMixin, BaseEstimator):
     r"""Linear-chain CRF with linear unary scores, trained by likelihood or max-margin.
 
     The score of a labeling ``y`` of a chain ``x_1..x_L`` is
@@ -687,39 +687,6 @@ class ChainCRF(BaseEstimator):
         return float(np.mean(viterbi(p).map_labels == labels))
 
     # ------------------------------------------------------------------ persistence
-
-    def save(self, path, *, metadata=None):
-        """Save the fitted model to ``path.npz`` + ``path.json`` (atomic; no pickle).
-
-        Parameters
-        ----------
-        path : str or path-like
-            The model's stem (``.npz``/``.json`` suffixes are stripped).
-        metadata : dict, optional
-            JSON-serialisable information stored with the model.
-
-        Returns
-        -------
-        (Path, Path)
-            The two files written.
-        """
-        return io.save(self, path, metadata=metadata)
-
-    @classmethod
-    def load(cls, path) -> "ChainCRF":
-        """Load a model written by :meth:`save` (``allow_pickle=False``).
-
-        Parameters
-        ----------
-        path : str or path-like
-            The model's stem, or its ``.npz``/``.json`` file.
-
-        Returns
-        -------
-        ChainCRF
-            With ``metadata_`` holding the saved metadata.
-        """
-        return io.load(path, expected_class=cls)
 
     def _to_state(self):
         check_is_fitted(self, "coef_")

@@ -385,7 +385,7 @@ def _pl_pairwise_grad(graphs: _Graphs, layout: _Layout, labels, R):
 
 
 @io.register(format_version=1)
-class GraphCRF(BaseEstimator):
+class GraphCRF(io.SaveLoadMixin, BaseEstimator):
     r"""Pairwise graph CRF with linear unary scores and edge-feature pairwise scores.
 
     The score of a labeling ``y`` of a graph with node features ``x_i`` and edge features
@@ -780,39 +780,6 @@ class GraphCRF(BaseEstimator):
         return infer(self.potentials(X), **kwargs)
 
     # ------------------------------------------------------------------ persistence
-
-    def save(self, path, *, metadata=None):
-        """Save the fitted model to ``path.npz`` + ``path.json`` (atomic; no pickle).
-
-        Parameters
-        ----------
-        path : str or path-like
-            The model's stem (``.npz``/``.json`` suffixes are stripped).
-        metadata : dict, optional
-            JSON-serialisable information stored with the model.
-
-        Returns
-        -------
-        (Path, Path)
-            The two files written.
-        """
-        return io.save(self, path, metadata=metadata)
-
-    @classmethod
-    def load(cls, path) -> "GraphCRF":
-        """Load a model written by :meth:`save` (``allow_pickle=False``).
-
-        Parameters
-        ----------
-        path : str or path-like
-            The model's stem, or its ``.npz``/``.json`` file.
-
-        Returns
-        -------
-        GraphCRF
-            With ``metadata_`` holding the saved metadata.
-        """
-        return io.load(path, expected_class=cls)
 
     def _to_state(self):
         check_is_fitted(self, "coef_")
