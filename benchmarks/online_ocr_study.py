@@ -38,10 +38,13 @@ online
     Algorithm 1 (``structcal.online.recalibrate_events``; N = M = ``--n-grid``, the
     internal-regret subroutine), one independent recalibrator per event kind. Per-kind
     streams rather than one pooled stream because a marginal and a MAP event with the same
-    raw probability need not be right equally often (on the shift model they are not),
-    and calibration of each kind implies calibration of the pooled stream (the pooled
-    C_T is at most the share-weighted sum of the kinds'). ``online pooled`` is the one
-    pooled recalibrator, for comparison.
+    raw probability need not be right equally often, and calibration of each kind implies
+    calibration of the pooled stream (the pooled C_T is at most the share-weighted sum of
+    the kinds'), not the other way round. ``online pooled`` is the one pooled
+    recalibrator, for comparison: pooled over both kinds the two are alike, but on the
+    shift stream the MAP events alone end at C_T^1 = 0.026 per kind against 0.061 pooled
+    (``by_kind_at_end`` in the JSON), the pooled buckets being dominated by the 7.6 times
+    more numerous letters.
 batch isotonic / batch k-NN
     Fit on the first ``--batch-n`` events of the stream (per kind), then frozen; they
     forecast the raw probability until then (the recalibration data are not there yet).
