@@ -56,8 +56,8 @@ nearest grid point, each bin comparing the outcome frequency with the mean forec
 the average l2 loss after T = 1000, 3000, 10000, 20000 events and at the end, pooled over
 both kinds, with the largest C_T^1 over T >= 1000 (how far off a forecaster ever got: on
 the adversarial stream the end alone hides it, since the raw forecasts' metrics over the
-whole stream do not depend on the order); and per kind at the end (JSON). One seed: with the regret subroutine the mixed
-forecasts do not depend on the coin, so the spread over seeds is small.
+whole stream do not depend on the order); and per kind at the end (JSON). ``--seed`` fixes the
+word order, the drift noise and the online forecaster's coin.
 
 Run: ``python benchmarks/online_ocr_study.py [--json] [--quick]`` (about half a minute
 on one core; ``--quick``: 1,200 words per stream and a shift model trained on 300
@@ -235,12 +235,12 @@ def study_stream(table, order, args):
         forecasts[key], batch_info[key] = batch_forecasts(table, order, args.batch_n, method,
                                                           args.seed)
     kinds = table.kind[order]
+    names = list(enumerate(table.kind_names))
     out = {
         "n_events": int(T),
-        "n_events_by_kind": {name: int((kinds == k).sum()) for k, name in enumerate(table.kind_names)},
-        "accuracy_by_kind": {name: float(y[kinds == k].mean()) for k, name in enumerate(table.kind_names)},
-        "mean_raw_by_kind": {name: float(table.raw[order][kinds == k].mean())
-                             for k, name in enumerate(table.kind_names)},
+        "n_events_by_kind": {name: int((kinds == k).sum()) for k, name in names},
+        "accuracy_by_kind": {name: float(y[kinds == k].mean()) for k, name in names},
+        "mean_raw_by_kind": {name: float(table.raw[order][kinds == k].mean()) for k, name in names},
         "horizons": horizons,
         "online_seconds_both": online_seconds,
         "batch": batch_info,
@@ -306,13 +306,15 @@ def print_tables(results):
     print(f"OCR event streams: {p['words']} words of folds 3-9, N = M = {p['n_grid']}, "
           f"batch recalibrators fit on the first {p['batch_n']} events")
     for name, res in results["streams"].items():
-        acc = ", ".join(f"{k} {res['n_events_by_kind'][k]} events, right {v:.3f}, mean raw "
-                        f"{res['mean_raw_by_kind'][k]:.3f}" for k, v in res["accuracy_by_kind"].items())
+        acc = ", ".join(
+            f"{k} {res['n_events_by_kind'][k]} events, right {v:.3f}, mean raw "
+            f"{res['mean_raw_by_kind'][k]:.3f}" for k, v in res["accuracy_by_kind"].items()
+        )
         print(f"\n== {name}: {res['n_events']} events ({acc})")
         hs = [str(h) for h in res["horizons"]]
         head = "".join(f"{'T=' + h:>9}" for h in hs)
-        print(f"{'':<16}{'C_T^1':^{9 * len(hs)}}|{'C_T^2':^{9 * len(hs)}}|{'l2 loss':^{9 * len(hs)}}"
-              f"|{'max C^1':>9}")
+        w = 9 * len(hs)
+        print(f"{'':<16}{'C_T^1':^{w}}|{'C_T^2':^{w}}|{'l2 loss':^{w}}|{'max C^1':>9}")
         print(f"{'method':<16}{head}|{head}|{head}|{'T>=' + str(WORST_FROM):>9}")
         for m, r in res["pooled"].items():
             cells = ["".join(f"{r[h][metric]:>9.4f}" for h in hs) for metric in METRICS]

@@ -45,7 +45,9 @@ def test_equals_recalibrate_online_on_the_ordered_columns(seed, method):
     np.testing.assert_array_equal(r.y, table.outcome[order].astype(float))
     assert r.group_labels.tolist() == ["map", "marginal"]
     pooled = recalibrate_events(table, order=order, by=None, method=method, random_state=seed)
-    ref = recalibrate_online(table.raw[order], table.outcome[order], method=method, random_state=seed)
+    ref = recalibrate_online(
+        table.raw[order], table.outcome[order], method=method, random_state=seed
+    )
     np.testing.assert_array_equal(pooled.forecasts, ref.forecasts)
     assert pooled.group_labels is None
 

@@ -45,14 +45,14 @@ def recalibrate_events(
     order : array-like of int, optional
         Rows of ``table`` in stream order (a permutation of the rows, or a selection of
         them; a row may not repeat). Default: the table's own row order.
-    by : {'kind', 'position', 'label', 'length'}, array-like of shape (n_events,) or None, default='kind'
+    by : {'kind', 'position', 'label', 'length'}, array-like or None, default='kind'
         Groups with independent recalibrators (see :meth:`EventTable.group_codes`); an
-        array is indexed like the table's rows (not like ``order``). ``None`` pools every
-        event into one recalibrator. Per-kind groups are the natural choice: a MAP event
-        and a marginal event with the same raw probability need not be right equally
-        often, and calibration of every group implies calibration of the pooled stream
-        (the pooled calibration error is at most the sum of the groups' errors, each
-        weighted by its share of the stream).
+        array of shape (n_events,) is indexed like the table's rows (not like ``order``).
+        ``None`` pools every event into one recalibrator. Per-kind groups are the
+        natural choice: a MAP event and a marginal event with the same raw probability
+        need not be right equally often, and calibration of every group implies
+        calibration of the pooled stream (the pooled calibration error is at most the
+        sum of the groups' errors, each weighted by its share of the stream).
     n_grid, n_buckets, method, random_state, log_eps
         As in :func:`recalibrate_online`.
 
