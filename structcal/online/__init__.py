@@ -18,6 +18,10 @@ Public API
 :func:`recalibrate_online`
     A stream of ``(p_raw, y)`` pairs, optionally with a group label per step (one
     recalibrator per group), recalibrated in one call, with running metrics.
+:func:`recalibrate_events`
+    The events of an :class:`~structcal.events.EventTable` (e.g. OCR marginal and MAP
+    events) as a stream, with their raw model probabilities as base forecasts and one
+    recalibrator per event kind.
 :func:`running_metrics`, :func:`running_regret`
     Calibration error ``C_t^1``, ``C_t^2`` on the grid, l2 / log / misclassification
     losses and regret against a base forecaster, as arrays over time.
@@ -100,6 +104,7 @@ References
    Operations Research 35(4):721-727, 2010.
 """
 
+from .events import recalibrate_events
 from .metrics import RunningMetrics, RunningRegret, running_metrics, running_regret
 from .recalibrator import (
     OnlineRecalibration,
@@ -114,6 +119,7 @@ __all__ = [
     "RunningMetrics",
     "RunningRegret",
     "bucket_homes",
+    "recalibrate_events",
     "recalibrate_online",
     "running_metrics",
     "running_regret",
