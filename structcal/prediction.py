@@ -4,8 +4,8 @@ Features ask a :class:`StructuredPrediction` for what they need (MAP, top-2, mar
 pseudo-marginals); each quantity is computed once, the first time it is asked for, so a
 feature set that needs only MAP never runs forward-backward (the paper's cost taxonomy:
 unstructured < MAP < marginals). The structure-specific work lives in a small backend
-(:class:`ChainBackend` here; graphs plug in their own) so the event and feature layers
-never look at the structure type.
+(:class:`ChainBackend` for chains, :class:`GraphBackend` for graphs) so the event and
+feature layers never look at the structure type.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._ragged import ragged_rows
-from ._validation import as_float_array, as_int_array, describe
+from ._validation import as_float_array, as_int_array, check_option, describe
 from .exceptions import ParameterError, ParameterTypeError
 from .inference import chain as chain_inference
-from .potentials import ChainPotentials
+from .inference import graph as graph_inference
+from .potentials import ChainPotentials, GraphPotentials
 
-__all__ = ["StructuredPrediction", "ChainBackend", "register_backend"]
+__all__ = ["StructuredPrediction", "ChainBackend", "GraphBackend", "register_backend"]
 
 _BACKENDS: list[tuple[type, type]] = []
 
@@ -59,7 +60,7 @@ class ChainBackend:
         r = chain_inference.viterbi(self.potentials)
         return r.map_labels, r.map_score
 
-    def top2(self):
+    def top2(self, map_labels=None, map_score=None):
         r = chain_inference.kbest(self.potentials, 2)
         return r.labels, r.scores
 
@@ -86,6 +87,97 @@ class ChainBackend:
         indices[indptr[:-1][has_left]] = node[has_left] - 1
         indices[indptr[:-1][has_right] + has_left[has_right]] = node[has_right] + 1
         return indptr, indices
+
+
+@register_backend(GraphPotentials)
+class GraphBackend:
+    """Graph inference for :class:`StructuredPrediction` (exact on forests, approximate on loops).
+
+    Parameters
+    ----------
+    potentials : GraphPotentials
+    marginal_method : {"mean_field", "belief_propagation"}, default="mean_field"
+        How node marginals and the log-partition are computed: naive mean field (the
+        paper's choice for its scene experiment; the log-partition is the evidence lower
+        bound) or sum-product belief propagation (the Bethe approximation; exact on
+        forests, which then make the prediction exact).
+    map_method : {"trws", "max_product", "unary"}, default="trws"
+        Starting labeling of :func:`~structcal.inference.graph.map_inference`, always
+        polished by ICM.
+    tol, max_iter, damping : optional
+        Passed to the marginal routine (their defaults otherwise).
+    warn : bool, default=True
+        Emit :class:`~structcal.exceptions.ConvergenceWarning` when message passing or
+        mean field does not converge.
+
+    Notes
+    -----
+    The second-best labeling (for the MAP-margin feature ``phi_mp3``) is the best
+    single-node change of the MAP labeling (:func:`~structcal.inference.graph.second_best`),
+    so ``phi_mp3`` is an upper bound on the exact top-2 margin. ``map_probability`` is
+    ``exp(map_score - log_partition)`` with the approximate log-partition, capped at 1.
+    """
+
+    def __init__(
+        self,
+        potentials: GraphPotentials,
+        *,
+        marginal_method: str = "mean_field",
+        map_method: str = "trws",
+        tol=None,
+        max_iter=None,
+        damping=None,
+        warn: bool = True,
+    ):
+        self.potentials = potentials
+        self.marginal_method = check_option(
+            marginal_method, "marginal_method", ("mean_field", "belief_propagation")
+        )
+        self.map_method = check_option(map_method, "map_method", ("trws", "max_product", "unary"))
+        self.warn = bool(warn)
+        self._marginal_options = {
+            k: v for k, v in (("tol", tol), ("max_iter", max_iter), ("damping", damping))
+            if v is not None
+        }
+        #: Exact only when every graph is a forest and BP computes the marginals.
+        self.exact = bool(
+            marginal_method == "belief_propagation" and np.all(potentials.is_forest)
+        )
+
+    @property
+    def item_offsets(self) -> np.ndarray:
+        return self.potentials.offsets
+
+    @property
+    def n_states(self) -> int:
+        return self.potentials.n_states
+
+    def map(self):
+        r = graph_inference.map_inference(self.potentials, method=self.map_method, warn=self.warn)
+        return r.map_labels, r.map_score
+
+    def top2(self, map_labels, map_score):
+        r = graph_inference.second_best(self.potentials, map_labels, map_score)
+        labels = np.stack([map_labels, r.labels])
+        labels[1, np.repeat(r.node < 0, self.potentials.sizes)] = -1
+        return labels, np.column_stack([map_score, r.score])
+
+    def marginals(self):
+        routine = (
+            graph_inference.mean_field
+            if self.marginal_method == "mean_field"
+            else graph_inference.belief_propagation
+        )
+        r = routine(self.potentials, log_partition=True, warn=self.warn, **self._marginal_options)
+        return r.marginals, r.log_partition
+
+    def pseudo_marginals(self, labels):
+        return graph_inference.pseudo_marginals(self.potentials, labels)
+
+    def neighbors(self):
+        """CSR neighbour lists of every node: ``(indptr, indices)``."""
+        adj = self.potentials.adjacency
+        return adj.indptr, adj.neighbors
 
 
 class StructuredPrediction:
@@ -198,12 +290,15 @@ class StructuredPrediction:
     @property
     def top2_labels(self) -> np.ndarray:
         """The best and second-best labelings, shape (2, n_nodes) (``-1`` where an item has one labeling)."""
-        return self._get("top2", self._backend.top2)[0]
+        return self._get("top2", self._top2)[0]
 
     @property
     def top2_scores(self) -> np.ndarray:
         """Scores of the two best labelings, shape (n_items, 2) (``-inf`` where missing)."""
-        return self._get("top2", self._backend.top2)[1]
+        return self._get("top2", self._top2)[1]
+
+    def _top2(self):
+        return self._backend.top2(self.map_labels, self.map_score)
 
     @property
     def pseudo_marginals(self) -> np.ndarray:

@@ -330,7 +330,10 @@ class AnyLabel(EventKind):
     """``E = {y : y_j = label for some j}``, e.g. "some region is labelled person" (one per input).
 
     Exact on chains: one minus the probability that ``label`` is absent everywhere (a
-    constrained forward pass).
+    constrained forward pass). On graphs the model's probability is approximated from the
+    node marginals as if the nodes were independent, ``1 - prod_j (1 - p(y_j = label))``
+    (exact for the mean-field distribution itself); recalibration corrects what this
+    misses, and ``map_in_event`` and the MAP features carry the structure.
 
     Parameters
     ----------
@@ -363,8 +366,12 @@ class AnyLabel(EventKind):
     def probabilities(self, pred, events):
         from ..inference.chain import constrained_log_partition
 
-        _require_chain(pred, "AnyLabel")
         items = events.item
+        if not isinstance(pred.potentials, ChainPotentials):
+            q = np.clip(pred.marginals[:, self.label], 0.0, 1.0)
+            with np.errstate(divide="ignore"):
+                log_absent = np.bincount(pred.item_index, weights=np.log1p(-q), minlength=pred.n_items)
+            return np.clip(-np.expm1(log_absent[items]), 0.0, 1.0)
         lengths = pred.lengths[items]
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         positions = np.concatenate([np.arange(L) for L in lengths]) if len(items) else np.zeros(0, np.int64)
