@@ -46,6 +46,10 @@ class CalibratedEvents:
 
     def for_kind(self, name: str) -> np.ndarray:
         """Calibrated probabilities of the events of one kind, in table order."""
+        if name not in self.table.kind_names:
+            raise ParameterError(
+                f"no event kind {name!r}; kinds: {list(self.table.kind_names)}"
+            )
         k = self.table.kind_names.index(name)
         return self.forecast[self.table.kind == k]
 

@@ -168,3 +168,20 @@ def test_recalibration_on_overconfident_graphs_improves_l2():
         raw, cal = report.get(group, "raw"), report.get(group, "calibrated")
         assert cal.l2 < raw.l2 - 0.01
         assert cal.calibration_error < raw.calibration_error
+
+
+def test_unknown_kind_names_are_errors():
+    rng = np.random.default_rng(0)
+    p = random_graphs(rng, 2, [3, 4], topology="loopy", kind="potts")
+    pred = StructuredPrediction(p)
+    with pytest.raises(ValueError, match="not in `kinds`"):
+        build_events(pred, [MAPEvent()], features={"map": ["phi_mp1"], "marginl": ["phi_mg2"]})
+    p = random_graphs(rng, 2, [2] * 40, topology="tree", kind="potts")
+    pred = StructuredPrediction(p)
+    y = pred.map_labels.copy()
+    y[: p.n_nodes // 2] = 1 - y[: p.n_nodes // 2]  # half the graphs wrong
+    rec = StructuredRecalibrator(kinds=[MAPEvent()], features=["phi_mp1", "phi_mp3"])
+    out = rec.fit(pred, y).predict(pred)
+    assert out.for_kind("map").shape == (40,)
+    with pytest.raises(ValueError, match="no event kind 'marginal'"):
+        out.for_kind("marginal")

@@ -24,3 +24,19 @@ def test_ocr_recalibration_study_quick():
     assert fig3["map"]["all [knn]"]["l2x100"] < fig3["map"]["uncalibrated"]["l2x100"]
     assert fig3["marginal"]["all [knn]"]["l2x100"] < fig3["marginal"]["uncalibrated"]["l2x100"] + 0.5
     assert r["figure4"]["knn"][-1]["calibration_error"] < 1e-3
+
+
+@pytest.mark.slow
+def test_graph_recalibration_study_quick():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "graph_recalibration_study.py"), "--quick", "--json"],
+        capture_output=True, text=True, check=True, env=env,
+    )
+    r = json.loads(out.stdout)
+    sp = r["superpixel"]
+    # the over-confident synthetic-scene CRF is repaired, from MAP-only features too
+    for kind in ("map", "marginal"):
+        assert sp[kind]["all"]["l2"] < sp[kind]["raw"]["l2"] - 1.0
+        assert sp[kind]["pseudo"]["cal"] < sp[kind]["raw"]["cal"]
+    assert r["scene"]["marginal"]["marginals"]["l2"] < r["scene"]["marginal"]["raw"]["l2"] + 0.5

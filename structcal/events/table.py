@@ -214,6 +214,13 @@ def _y_true_iv(pred, y_true) -> np.ndarray:
 def _feature_plan(kinds, features):
     """For each kind, the list of Feature objects to compute."""
     plans = []
+    if isinstance(features, dict):
+        unknown = sorted(set(features) - {kind.name for kind in kinds})
+        if unknown:
+            raise ParameterError(
+                f"`features` names event kinds {unknown} that are not in `kinds` "
+                f"({[kind.name for kind in kinds]})"
+            )
     for kind in kinds:
         if isinstance(features, dict):
             if kind.name not in features:
