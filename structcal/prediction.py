@@ -60,7 +60,7 @@ class ChainBackend:
         r = chain_inference.viterbi(self.potentials)
         return r.map_labels, r.map_score
 
-    def top2(self, map_labels=None, map_score=None):
+    def top2(self, pred):
         r = chain_inference.kbest(self.potentials, 2)
         return r.labels, r.scores
 
@@ -156,7 +156,8 @@ class GraphBackend:
         r = graph_inference.map_inference(self.potentials, method=self.map_method, warn=self.warn)
         return r.map_labels, r.map_score
 
-    def top2(self, map_labels, map_score):
+    def top2(self, pred):
+        map_labels, map_score = pred.map_labels, pred.map_score
         r = graph_inference.second_best(self.potentials, map_labels, map_score)
         labels = np.stack([map_labels, r.labels])
         labels[1, np.repeat(r.node < 0, self.potentials.sizes)] = -1
@@ -298,7 +299,8 @@ class StructuredPrediction:
         return self._get("top2", self._top2)[1]
 
     def _top2(self):
-        return self._backend.top2(self.map_labels, self.map_score)
+        # the chain backend finds both best labelings at once; graphs start from the MAP
+        return self._backend.top2(self)
 
     @property
     def pseudo_marginals(self) -> np.ndarray:
