@@ -34,8 +34,22 @@ def register_backend(potentials_type: type):
     return deco
 
 
+class _Backend:
+    """What every backend shares: the potentials' node offsets and number of states."""
+
+    potentials = None
+
+    @property
+    def item_offsets(self) -> np.ndarray:
+        return self.potentials.offsets
+
+    @property
+    def n_states(self) -> int:
+        return self.potentials.n_states
+
+
 @register_backend(ChainPotentials)
-class ChainBackend:
+class ChainBackend(_Backend):
     """Exact chain inference for :class:`StructuredPrediction` (Viterbi, 2-best, forward-backward)."""
 
     #: Exact 2-best and marginals: features mean exactly what the paper says.
@@ -47,14 +61,6 @@ class ChainBackend:
                 f"chain inference takes no options; got {sorted(options)}"
             )
         self.potentials = potentials
-
-    @property
-    def item_offsets(self) -> np.ndarray:
-        return self.potentials.offsets
-
-    @property
-    def n_states(self) -> int:
-        return self.potentials.n_states
 
     def map(self):
         r = chain_inference.viterbi(self.potentials)
@@ -90,7 +96,7 @@ class ChainBackend:
 
 
 @register_backend(GraphPotentials)
-class GraphBackend:
+class GraphBackend(_Backend):
     """Graph inference for :class:`StructuredPrediction` (exact on forests, approximate on loops).
 
     Parameters
@@ -143,14 +149,6 @@ class GraphBackend:
         self.exact = bool(
             marginal_method == "belief_propagation" and np.all(potentials.is_forest)
         )
-
-    @property
-    def item_offsets(self) -> np.ndarray:
-        return self.potentials.offsets
-
-    @property
-    def n_states(self) -> int:
-        return self.potentials.n_states
 
     def map(self):
         r = graph_inference.map_inference(self.potentials, method=self.map_method, warn=self.warn)
