@@ -364,14 +364,14 @@ class AnyLabel(EventKind):
         return self._any(pred, pred.map_labels)[events.item]
 
     def probabilities(self, pred, events):
-        from ..inference.chain import constrained_log_partition
-
         items = events.item
         if not isinstance(pred.potentials, ChainPotentials):
-            q = np.clip(pred.marginals[:, self.label], 0.0, 1.0)
+            q = np.minimum(pred.marginals[:, self.label], 1.0)  # rounding can exceed 1
             with np.errstate(divide="ignore"):
                 log_absent = np.bincount(pred.item_index, weights=np.log1p(-q), minlength=pred.n_items)
-            return np.clip(-np.expm1(log_absent[items]), 0.0, 1.0)
+            return -np.expm1(log_absent[items])
+        from ..inference.chain import constrained_log_partition
+
         lengths = pred.lengths[items]
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         positions = np.concatenate([np.arange(L) for L in lengths]) if len(items) else np.zeros(0, np.int64)
