@@ -4,7 +4,10 @@ Times, from unary potentials already computed (26 states, the OCR test split's w
 lengths, mean 7.65), (a) Viterbi and (b) Viterbi + all node marginals + log-partition,
 through the public ``structcal.inference.infer`` call, on 1 thread and on all threads.
 Prints a table (median and range of ``--repeats`` runs) or, with ``--json``, one JSON
-object. JIT compilation is timed separately (first call in a fresh process). If
+object. JIT compilation is timed separately, in fresh interpreters: the first calls of
+every driver used here (serial and parallel, MAP only and MAP + marginals) with an empty
+Numba cache (``compile_seconds``) and again with the cache that run filled
+(``compile_seconds_warm_cache``; parallel drivers are never cached). If
 python-crfsuite is installed (``pip install structcal[bench]``), CRFsuite's tagger is timed
 on the same words for comparison.
 
@@ -19,6 +22,9 @@ import argparse
 import json
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 
 import numba
@@ -43,6 +49,29 @@ def ocr_potentials(copies: int):
     return big, source, test
 
 
+_FIRST_CALLS = """
+import time, numpy as np
+t = time.perf_counter()
+from structcal import ChainPotentials
+from structcal.inference import infer
+rng = np.random.default_rng(0)
+for n_words in (2, 1000):   # below and above the size at which batches run in parallel
+    lengths = np.full(n_words, 8)
+    p = ChainPotentials.from_scores(rng.normal(size=(8 * n_words, 26)), lengths, np.zeros((26, 26)))
+    infer(p, map=True, marginals=False)
+    infer(p, map=True, marginals=True)
+print(time.perf_counter() - t)
+"""
+
+
+def first_call_seconds(cache_dir):
+    """Seconds to import structcal and make the first calls, in a fresh interpreter."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    out = subprocess.run([sys.executable, "-c", _FIRST_CALLS], env=env, check=True,
+                         capture_output=True, text=True)
+    return float(out.stdout.strip())
+
+
 def time_call(fn, repeats):
     times = []
     for _ in range(repeats):
@@ -58,7 +87,6 @@ def crfsuite_times(test, repeats):
         import pycrfsuite
     except ImportError:
         return None
-    import tempfile
 
     feats = [
         [{f"p{i}": 1.0 for i in np.flatnonzero(row)} for row in test.pixels[a:b]]
@@ -103,13 +131,12 @@ def main():
     parser.add_argument("--copies", type=int, default=10, help="copies of the test words per run")
     args = parser.parse_args()
 
+    with tempfile.TemporaryDirectory() as cache_dir:
+        compile_seconds = first_call_seconds(cache_dir)
+        compile_warm = first_call_seconds(cache_dir)
+
     p, source, test = ocr_potentials(args.copies)
     n_words = p.n_chains
-
-    t = time.perf_counter()
-    infer(p.subset([0, 1]), map=True, marginals=False)
-    infer(p.subset([0, 1]), map=True, marginals=True)
-    compile_seconds = time.perf_counter() - t
 
     all_threads = numba.config.NUMBA_NUM_THREADS
     results = {}
@@ -131,6 +158,7 @@ def main():
     out = {
         **results,
         "compile_seconds": compile_seconds,
+        "compile_seconds_warm_cache": compile_warm,
         "n_words_per_run": n_words,
         "mean_length": float(p.lengths.mean()),
         "n_states": p.n_states,
@@ -147,7 +175,8 @@ def main():
         return
     print(f"chain inference on the OCR test words x{args.copies}: {n_words} words, "
           f"mean length {out['mean_length']:.2f}, {p.n_states} states ({source})")
-    print(f"JIT compile (first calls, fresh process): {compile_seconds:.2f} s")
+    print(f"import + first calls in a fresh process: {compile_seconds:.2f} s with an empty JIT "
+          f"cache, {compile_warm:.2f} s with a warm one")
     print(f"{'task':<22}{'threads':>8}{'median words/s':>16}{'min':>12}{'max':>12}")
     for name, threads, med, lo, hi in rows:
         print(f"{name:<22}{threads:>8}{med:>16,.0f}{lo:>12,.0f}{hi:>12,.0f}")

@@ -83,6 +83,64 @@ def test_viterbi_matches_enumeration(n_states, shared, scale, neginf, seed):
     np.testing.assert_array_equal(both.map_score, r.map_score)
 
 
+# More states: the vectorised kernels work on blocks of 16 and 32 states with a ragged
+# last block; these sizes cover narrow-only, wide-only, wide + narrow and every K % 4.
+WIDE_STATES = (5, 6, 7, 9, 13, 16, 17, 19, 26, 32, 33, 40)
+
+
+@pytest.mark.parametrize("n_states", WIDE_STATES)
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("scale,neginf", [(1.0, 0.0), (30.0, 0.3), (1e4, 0.0)])
+def test_many_states_match_enumeration(n_states, shared, scale, neginf):
+    rng = np.random.default_rng(n_states * 10 + int(shared) + int(scale))
+    lengths = rng.integers(1, 4 if n_states <= 19 else 3, size=4)
+    p = random_chains(rng, n_states, lengths, scale=scale, shared=shared, neginf=neginf)
+    r = infer(p, edge_marginals=True)
+    first = assignment_probability(p, [(c, (0, [0])) for c in range(p.n_chains)])
+    for c in range(p.n_chains):
+        ex = exact_chain(p, c)
+        s, t = p.offsets[c], p.offsets[c + 1]
+        e0, e1 = p.edge_offsets[c], p.edge_offsets[c + 1]
+        np.testing.assert_allclose(r.log_partition[c], ex.log_partition, **_tol(scale))
+        np.testing.assert_allclose(r.marginals[s:t], ex.marginals, atol=1e-9)
+        np.testing.assert_allclose(r.edge_marginals[e0:e1], ex.edge_marginals, atol=1e-9)
+        np.testing.assert_allclose(r.map_score[c], ex.map_score, **_tol(scale))
+        np.testing.assert_allclose(first[c], ex.marginals[0, 0], atol=1e-9)
+    np.testing.assert_allclose(score_labelings(p, r.map_labels), r.map_score, **_tol(scale))
+
+
+def _log_space_reference(unary, pairwise):
+    """Forward-backward and Viterbi of one chain in plain NumPy/SciPy log space."""
+    from scipy.special import logsumexp
+
+    L, K = unary.shape
+    fwd, bwd, vit = np.empty((L, K)), np.zeros((L, K)), np.empty((L, K))
+    fwd[0] = vit[0] = unary[0]
+    for t in range(1, L):
+        fwd[t] = logsumexp(fwd[t - 1][:, None] + pairwise, axis=0) + unary[t]
+        vit[t] = np.max(vit[t - 1][:, None] + pairwise, axis=0) + unary[t]
+    for t in range(L - 2, -1, -1):
+        bwd[t] = logsumexp(pairwise + (unary[t + 1] + bwd[t + 1])[None, :], axis=1)
+    logz = logsumexp(fwd[-1])
+    return logz, np.exp(fwd + bwd - logz), vit[-1].max()
+
+
+@pytest.mark.parametrize("n_states", [4, 17, 26, 40])
+@pytest.mark.parametrize("scale", [1.0, 8.0])
+def test_long_chains_match_log_space_reference(n_states, scale):
+    """Long chains (no enumeration possible): the scaled pass against plain log space."""
+    rng = np.random.default_rng(n_states)
+    p = random_chains(rng, n_states, [60, 1, 33], scale=scale)
+    r = infer(p)
+    assert r.n_fallback == 0
+    for c in range(p.n_chains):
+        s, t = p.offsets[c], p.offsets[c + 1]
+        logz, marg, best = _log_space_reference(p.unary[s:t], p.pairwise)
+        np.testing.assert_allclose(r.log_partition[c], logz, rtol=1e-12)
+        np.testing.assert_allclose(r.marginals[s:t], marg, atol=1e-11)
+        np.testing.assert_allclose(r.map_score[c], best, rtol=1e-12)
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 7])
 @pytest.mark.parametrize("n_states,shared,scale,neginf,seed", CASES[::2])
 def test_kbest_matches_enumeration(n_states, shared, scale, neginf, seed, k):

@@ -1,0 +1,287 @@
+"""Explicit 4-lane float64 vectors for Numba kernels (private).
+
+Why this exists
+---------------
+The dense (K x K) vector-matrix products of chain inference are the hot loops of
+structcal. Left to itself, LLVM vectorises the loop over output columns 16 wide, so for
+K = 26 one vector iteration is followed by a scalar remainder, behind runtime alias
+checks; a read-modify-write such as ``o[j] = max(o[j], v)`` becomes a masked store
+(``vmaskmovpd``, slow on AMD Zen). LLVM's SLP vectoriser, which would combine four scalar
+accumulators into one vector, is off in Numba (``NUMBA_SLP_VECTORIZE=0``) and can only be
+switched on process-wide.
+
+So this module gives kernels a vector *type*: :data:`f64x4` is a Numba type whose LLVM
+representation is ``<4 x double>``, with a handful of intrinsics (load, store, broadcast,
+add, multiply, max). A variable of this type lives in a vector register across a loop,
+which is what lets an accumulator stay in registers while a matrix streams past. On AVX2
+each operation is one instruction; on narrower targets LLVM splits it (still correct).
+
+Contract
+--------
+``vload(a, i)`` / ``vstore(a, i, v)`` address a C-contiguous float64 array of any number
+of dimensions through its *flat* element index ``i`` (row-major), and touch elements
+``i .. i + 3``; the caller guarantees ``0 <= i`` and ``i + 4 <= a.size``, as for any
+unchecked Numba indexing. :func:`vmax` is ``a if a > b else b`` lane by lane (one
+``maxpd``); it handles ``-inf`` exactly and, like every kernel here, is not meant for NaN.
+Everything compiles to plain LLVM vector instructions: no fast-math flags, so results are
+those of the scalar IEEE operations, lane by lane.
+
+``+``, ``-``, ``*`` and ``max`` work on :data:`f64x4` values (and between a vector and a
+float, which is broadcast), so one piece of code, such as the polynomial of
+:func:`structcal._numba.exp_nonpositive`, serves scalars and vectors alike.
+"""
+
+import operator
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.extending import intrinsic, models, overload, register_model
+
+__all__ = [
+    "LANES", "ROUND_MAGIC", "f64x4", "vload", "vstore", "vsplat", "vadd", "vsub", "vmul",
+    "vmax", "vsum", "vhmax", "fma", "pow2_rounded", "where_ge",
+]
+
+#: Number of float64 lanes in an :data:`f64x4`.
+LANES = 4
+
+_VEC = ir.VectorType(ir.DoubleType(), LANES)
+
+
+class F64x4Type(types.Type):
+    """Numba type of a vector of four float64 values (LLVM ``<4 x double>``)."""
+
+    def __init__(self):
+        super().__init__(name="f64x4")
+
+
+#: The Numba type instance of a 4-lane float64 vector.
+f64x4 = F64x4Type()
+
+
+@register_model(F64x4Type)
+class _F64x4Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _VEC)
+
+
+def _check_array(arr, what):
+    if not (isinstance(arr, types.Array) and arr.dtype == types.float64 and arr.layout == "C"):
+        raise TypingError(f"{what} needs a C-contiguous float64 array; got {arr}")
+
+
+def _check_index(idx, what):
+    if not isinstance(idx, types.Integer):
+        raise TypingError(f"{what} needs an integer flat index; got {idx}")
+
+
+def _vector_pointer(context, builder, arrty, arr, idx):
+    data = context.make_array(arrty)(context, builder, arr).data
+    return builder.bitcast(builder.gep(data, [idx]), _VEC.as_pointer())
+
+
+@intrinsic
+def vload(typingctx, arr, idx):
+    """Load elements ``i .. i + 3`` (flat, row-major) of a C-contiguous float64 array."""
+    _check_array(arr, "vload")
+    _check_index(idx, "vload")
+    sig = f64x4(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        ptr = _vector_pointer(context, builder, signature.args[0], args[0], args[1])
+        return builder.load(ptr, align=8)
+
+    return sig, codegen
+
+
+@intrinsic
+def vstore(typingctx, arr, idx, vec):
+    """Store a vector into elements ``i .. i + 3`` (flat, row-major) of a float64 array."""
+    _check_array(arr, "vstore")
+    _check_index(idx, "vstore")
+    if vec != f64x4:
+        raise TypingError(f"vstore needs an f64x4 value; got {vec}")
+    sig = types.none(arr, types.intp, f64x4)
+
+    def codegen(context, builder, signature, args):
+        ptr = _vector_pointer(context, builder, signature.args[0], args[0], args[1])
+        builder.store(args[2], ptr, align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def vsplat(typingctx, x):
+    """A vector with ``x`` in every lane."""
+    if not isinstance(x, (types.Float, types.Integer)):
+        raise TypingError(f"vsplat needs a number; got {x}")
+    sig = f64x4(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return _splat_ir(builder, args[0])
+
+    return sig, codegen
+
+
+def _binary(name, build):
+    def typer(typingctx, a, b):
+        if a != f64x4 or b != f64x4:
+            raise TypingError(f"{name} needs two f64x4 values; got {a}, {b}")
+
+        def codegen(context, builder, signature, args):
+            return build(builder, *args)
+
+        return f64x4(f64x4, f64x4), codegen
+
+    typer.__name__ = name
+    return intrinsic(typer)
+
+
+#: Lane-wise ``a + b``.
+vadd = _binary("vadd", lambda b, x, y: b.fadd(x, y))
+#: Lane-wise ``a - b``.
+vsub = _binary("vsub", lambda b, x, y: b.fsub(x, y))
+#: Lane-wise ``a * b``.
+vmul = _binary("vmul", lambda b, x, y: b.fmul(x, y))
+#: Lane-wise ``a if a > b else b`` (one ``maxpd``; exact for ``-inf``).
+vmax = _binary("vmax", lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
+
+
+def _is_number(t):
+    return isinstance(t, (types.Float, types.Integer))
+
+
+@intrinsic
+def pow2_rounded(typingctx, t):
+    """``2.0 ** n`` from ``t = n + ROUND_MAGIC``, for a float64 or an :data:`f64x4`.
+
+    Adding ``ROUND_MAGIC`` (1.5 * 2**52) to a double ``v`` with ``|v| < 2**51`` rounds it
+    to the nearest integer ``n`` and leaves ``n`` in the low bits of the sum, so
+    ``(bits(t) + 1023) << 52`` are the bits of ``2.0 ** n`` (for ``-1022 <= n <= 1023``):
+    no float-to-integer conversion, which AVX2 lacks for 64-bit lanes.
+    """
+    if t == f64x4:
+        ity, fty, lanes = ir.VectorType(ir.IntType(64), LANES), _VEC, LANES
+    elif isinstance(t, types.Float):
+        ity, fty, lanes = ir.IntType(64), ir.DoubleType(), None
+    else:
+        raise TypingError(f"pow2_rounded needs a float64 or f64x4; got {t}")
+
+    def const(v):
+        return ir.Constant(ity, [v] * lanes if lanes else v)
+
+    def codegen(context, builder, signature, args):
+        bits = builder.add(builder.bitcast(args[0], ity), const(1023))
+        return builder.bitcast(builder.shl(bits, const(52)), fty)
+
+    sig = f64x4(f64x4) if t == f64x4 else types.float64(types.float64)
+    return sig, codegen
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """``a * b + c``, fused into one rounding where the CPU has FMA (``llvm.fmuladd``).
+
+    Float64 or :data:`f64x4` (floats broadcast when any argument is a vector). Whether it
+    is fused depends on the CPU, so results may differ in the last bit between machines.
+    """
+    args = (a, b, c)
+    if not all(arg == f64x4 or _is_number(arg) for arg in args):
+        raise TypingError(f"fma needs float64 or f64x4 values; got {args}")
+    vector = f64x4 in args
+    vt = f64x4 if vector else types.float64
+    sig = vt(*(f64x4 if arg == f64x4 else types.float64 for arg in args))
+    lty = _VEC if vector else ir.DoubleType()
+    name = "llvm.fmuladd.v4f64" if vector else "llvm.fmuladd.f64"
+
+    def codegen(context, builder, signature, values):
+        if vector:
+            values = [v if ty == f64x4 else _splat_ir(builder, v)
+                      for v, ty in zip(values, signature.args)]
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(lty, [lty] * 3), name)
+        return builder.call(fn, values)
+
+    return sig, codegen
+
+
+#: ``t = v + ROUND_MAGIC`` rounds ``v`` (``|v| < 2**51``) to the nearest integer, and
+#: ``t - ROUND_MAGIC`` is that integer exactly (round-half-even, the default FP mode).
+ROUND_MAGIC = 6755399441055744.0
+
+
+@intrinsic
+def where_ge(typingctx, x, threshold, a, b):
+    """``a if x >= threshold else b``, lane by lane for :data:`f64x4` (floats broadcast)."""
+    args = (x, threshold, a, b)
+    if threshold == f64x4 or not all(arg == f64x4 or _is_number(arg) for arg in args):
+        raise TypingError(f"where_ge needs float64 or f64x4 values and a float threshold; got {args}")
+    vector = f64x4 in args
+    sig = (f64x4 if vector else types.float64)(
+        *(f64x4 if arg == f64x4 else types.float64 for arg in args)
+    )
+
+    def codegen(context, builder, signature, values):
+        if vector:
+            values = [v if ty == f64x4 else _splat_ir(builder, v)
+                      for v, ty in zip(values, signature.args)]
+        xv, thr, av, bv = values
+        return builder.select(builder.fcmp_ordered(">=", xv, thr), av, bv)
+
+    return sig, codegen
+
+
+def _splat_ir(builder, value):
+    """LLVM IR of a vector with ``value`` (an LLVM double) in every lane."""
+    undef = ir.Constant(_VEC, ir.Undefined)
+    one = builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
+
+
+def _horizontal(name, combine):
+    def typer(typingctx, a):
+        if a != f64x4:
+            raise TypingError(f"{name} needs an f64x4 value; got {a}")
+
+        def codegen(context, builder, signature, args):
+            lanes = [builder.extract_element(args[0], ir.Constant(ir.IntType(32), k))
+                     for k in range(LANES)]
+            return combine(builder, combine(builder, lanes[0], lanes[1]),
+                           combine(builder, lanes[2], lanes[3]))
+
+        return types.float64(f64x4), codegen
+
+    typer.__name__ = name
+    return intrinsic(typer)
+
+
+#: ``(a[0] + a[1]) + (a[2] + a[3])``.
+vsum = _horizontal("vsum", lambda b, x, y: b.fadd(x, y))
+#: The largest lane (``-inf`` if all are).
+vhmax = _horizontal("vhmax", lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def _operator(vector_op):
+    """Overload a binary operator for (vector, vector), (vector, float) and (float, vector)."""
+
+    def impl(a, b):
+        if a == f64x4 and b == f64x4:
+            return lambda a, b: vector_op(a, b)
+        if a == f64x4 and isinstance(b, (types.Float, types.Integer)):
+            return lambda a, b: vector_op(a, vsplat(b))
+        if isinstance(a, (types.Float, types.Integer)) and b == f64x4:
+            return lambda a, b: vector_op(vsplat(a), b)
+        return None
+
+    return impl
+
+
+overload(operator.add)(_operator(vadd))
+overload(operator.sub)(_operator(vsub))
+overload(operator.mul)(_operator(vmul))
+overload(max)(_operator(vmax))

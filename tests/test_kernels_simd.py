@@ -1,0 +1,138 @@
+"""The vectorised building blocks of the chain kernels, against NumPy.
+
+``_vecmat`` computes output columns in blocks of 32 (8 vectors) or 16 (4 vectors) and
+covers a ragged last block with vectors clamped to ``K - 4`` that overlap columns already
+done; ``exp_nonpositive`` runs on float64 and on 4-lane vectors with the same operations.
+Every remainder of K modulo 4, 16 and 32 is exercised.
+"""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from structcal._numba import exp_nonpositive
+from structcal._simd import LANES, vload, vstore
+from structcal.inference._chain import _exp_shifted_row, _row_mul, _row_scale, _row_sum, _vecmat
+
+K_ALL = list(range(1, 41)) + [47, 64, 65]
+
+
+@njit
+def _vecmat_call(X, xr, M, m, S, sr, O, orow, maxplus, scale):
+    # the kernel is inlined: literal flags give the four specialisations the chain uses
+    if maxplus and scale:
+        _vecmat(X, xr, M, m, S, sr, O, orow, True, True)
+    elif maxplus:
+        _vecmat(X, xr, M, m, S, sr, O, orow, True, False)
+    elif scale:
+        _vecmat(X, xr, M, m, S, sr, O, orow, False, True)
+    else:
+        _vecmat(X, xr, M, m, S, sr, O, orow, False, False)
+
+
+@pytest.mark.parametrize("K", K_ALL)
+def test_vecmat_max_plus_is_exact(K):
+    rng = np.random.default_rng(K)
+    X = rng.normal(size=(3, K)) * 10
+    M = rng.normal(size=(2, K, K)) * 10
+    M[rng.random(M.shape) < 0.3] = -np.inf
+    X[0, rng.random(K) < 0.3] = -np.inf
+    S = rng.normal(size=(2, K))
+    expected = np.max(X[0][:, None] + M[1], axis=0)
+    for scale in (False, True):
+        O = np.full((3, K), np.nan)
+        _vecmat_call(X, 0, M, 1, S, 1, O, 2, True, scale)
+        np.testing.assert_array_equal(O[2], expected + S[1] if scale else expected)
+        assert np.isnan(O[:2]).all()  # nothing outside the output row is touched
+    # input and output rows of one array, as the chain recursion uses them
+    Y = X.copy()
+    _vecmat_call(Y, 0, M, 1, S, 0, Y, 1, True, True)
+    np.testing.assert_array_equal(Y[1], expected + S[0])
+    np.testing.assert_array_equal(Y[[0, 2]], X[[0, 2]])
+
+
+@pytest.mark.parametrize("K", K_ALL)
+def test_vecmat_sum_product_matches_numpy(K):
+    rng = np.random.default_rng(100 + K)
+    X = rng.random((3, K))
+    E = rng.random((2, K, K))
+    E[rng.random(E.shape) < 0.2] = 0.0
+    S = rng.random((2, K))
+    expected = X[0] @ E[1]
+    for scale in (False, True):
+        O = np.full((3, K), np.nan)
+        _vecmat_call(X, 0, E, 1, S, 1, O, 2, False, scale)
+        np.testing.assert_allclose(O[2], expected * S[1] if scale else expected, rtol=1e-14)
+        assert np.isnan(O[:2]).all()
+
+
+@njit
+def _rows(A, B, use_b, U):
+    shifts = np.empty(A.shape[0])
+    sums = np.empty(A.shape[0])
+    for r in range(A.shape[0]):
+        shifts[r] = _exp_shifted_row(A, r, B, r, use_b, U, r)
+        sums[r] = _row_sum(A, r)
+    return shifts, sums
+
+
+@pytest.mark.parametrize("K", K_ALL)
+def test_row_helpers_match_numpy(K):
+    rng = np.random.default_rng(200 + K)
+    A = rng.normal(size=(4, K)) * 50
+    B = rng.normal(size=(4, K)) * 50
+    A[1, rng.random(K) < 0.5] = -np.inf
+    A[2] = -np.inf  # every entry forbidden: shift -inf, row left alone
+    for use_b in (False, True):
+        U = np.full((4, K), np.nan)
+        x = A + B if use_b else A
+        shifts, sums = _rows(A, B, use_b, U)
+        with np.errstate(invalid="ignore"):
+            expected = np.max(x, axis=1)
+            np.testing.assert_array_equal(shifts, expected)
+            ok = [0, 1, 3]
+            np.testing.assert_allclose(U[ok], np.exp(x[ok] - expected[ok, None]), rtol=1e-15, atol=0)
+        assert np.isnan(U[2]).all()
+        # summation order differs from NumPy's: error bounded by eps * sum |a| per term
+        np.testing.assert_allclose(
+            sums[[0, 3]], A[[0, 3]].sum(axis=1), rtol=0, atol=K * 1e-16 * np.abs(A[[0, 3]]).sum()
+        )
+    O = np.empty((2, K))
+    _row_mul_call(A, B, O)
+    np.testing.assert_array_equal(O[0], A[0] * B[3] * 0.5)
+    np.testing.assert_array_equal(O[1], A[3] * 0.25)
+
+
+@njit
+def _row_mul_call(A, B, O):
+    _row_mul(A, 0, B, 3, 0.5, O, 0)
+    _row_scale(A, 3, 0.25, O, 1)
+
+
+@njit
+def _exp_vector(x, out):
+    for i in range(0, x.size, LANES):
+        vstore(out, i, exp_nonpositive(vload(x, i)))
+
+
+@njit
+def _exp_scalar(x, out):
+    for i in range(x.size):
+        out[i] = exp_nonpositive(x[i])
+
+
+def test_exp_nonpositive_scalar_and_vector_agree_and_are_accurate():
+    rng = np.random.default_rng(0)
+    special = [0.0, -0.0, -np.inf, -1e-320, -5e-324, -1e-300, -0.34657359, -0.34657360,
+               -707.99, -708.0, -708.01, -745.2, -1e300, -np.log(2) / 2, -1.0]
+    x = np.concatenate([-np.logspace(-16, 2.85, 20000), -rng.random(20000) * 710, special])
+    x = np.concatenate([x, np.zeros((-x.size) % LANES)])
+    vec, sca = np.empty_like(x), np.empty_like(x)
+    _exp_vector(x, vec)
+    _exp_scalar(x, sca)
+    np.testing.assert_array_equal(vec, sca)
+    ref = np.where(x >= -708.0, np.exp(x), 0.0)
+    rel = np.abs(vec - ref) / np.where(ref > 0, ref, 1.0)
+    assert rel.max() < 5e-16
+    assert vec[x == -np.inf].tolist() == [0.0] and (vec[x < -708.0] == 0.0).all()
+    assert (vec[x == 0.0] == 1.0).all()
