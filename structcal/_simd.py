@@ -19,8 +19,8 @@ each operation is one instruction; on narrower targets LLVM splits it (still cor
 Contract
 --------
 ``vload(a, i)`` / ``vstore(a, i, v)`` address a C-contiguous float64 array of any number
-of dimensions through its *flat* element index ``i`` (row-major), and touch elements
-``i .. i + 3``; the caller guarantees ``0 <= i`` and ``i + 4 <= a.size``, as for any
+of dimensions, or a raw :data:`f64ptr` from :func:`data_pointer`, through its *flat*
+element index ``i`` (row-major), and touch elements ``i .. i + 3``; the caller guarantees ``0 <= i`` and ``i + 4 <= a.size``, as for any
 unchecked Numba indexing. :func:`vmax` is ``a if a > b else b`` lane by lane (one
 ``maxpd``); it handles ``-inf`` exactly and, like every kernel here, is not meant for NaN.
 Everything compiles to plain LLVM vector instructions: no fast-math flags, so results are
@@ -40,7 +40,7 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic, models, overload, register_model
 
 __all__ = [
-    "LANES", "ROUND_MAGIC", "f64x4", "vload", "vstore", "vsplat", "vadd", "vsub", "vmul",
+    "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat", "vadd", "vsub", "vmul",
     "vmax", "vsum", "vhmax", "fma", "pow2_rounded", "where_ge",
 ]
 
@@ -67,9 +67,17 @@ class _F64x4Model(models.PrimitiveModel):
         super().__init__(dmm, fe_type, _VEC)
 
 
+#: Numba type of a raw pointer to float64 data (see :func:`data_pointer`).
+f64ptr = types.CPointer(types.float64)
+
+
+def _is_c_array(arr):
+    return isinstance(arr, types.Array) and arr.dtype == types.float64 and arr.layout == "C"
+
+
 def _check_array(arr, what):
-    if not (isinstance(arr, types.Array) and arr.dtype == types.float64 and arr.layout == "C"):
-        raise TypingError(f"{what} needs a C-contiguous float64 array; got {arr}")
+    if not (_is_c_array(arr) or arr == f64ptr):
+        raise TypingError(f"{what} needs a C-contiguous float64 array or an f64ptr; got {arr}")
 
 
 def _check_index(idx, what):
@@ -78,13 +86,32 @@ def _check_index(idx, what):
 
 
 def _vector_pointer(context, builder, arrty, arr, idx):
-    data = context.make_array(arrty)(context, builder, arr).data
+    data = arr if arrty == f64ptr else context.make_array(arrty)(context, builder, arr).data
     return builder.bitcast(builder.gep(data, [idx]), _VEC.as_pointer())
 
 
 @intrinsic
+def data_pointer(typingctx, arr):
+    """The data pointer of a C-contiguous float64 array, as an :data:`f64ptr`.
+
+    Kernels pass pointers, not arrays, to the helpers they call in their hot loops: an
+    array handed to an inlined Numba function is reference-counted (atomic increments and
+    decrements that Numba cannot prune across loops), a pointer is a plain value. The
+    array must stay alive while the pointer is used; index it as ``p[i]`` (flat,
+    row-major) or with :func:`vload` / :func:`vstore`.
+    """
+    if not _is_c_array(arr):
+        raise TypingError(f"data_pointer needs a C-contiguous float64 array; got {arr}")
+
+    def codegen(context, builder, signature, args):
+        return context.make_array(signature.args[0])(context, builder, args[0]).data
+
+    return f64ptr(arr), codegen
+
+
+@intrinsic
 def vload(typingctx, arr, idx):
-    """Load elements ``i .. i + 3`` (flat, row-major) of a C-contiguous float64 array."""
+    """Load elements ``i .. i + 3`` (flat, row-major) of a float64 array or pointer."""
     _check_array(arr, "vload")
     _check_index(idx, "vload")
     sig = f64x4(arr, types.intp)
@@ -98,7 +125,7 @@ def vload(typingctx, arr, idx):
 
 @intrinsic
 def vstore(typingctx, arr, idx, vec):
-    """Store a vector into elements ``i .. i + 3`` (flat, row-major) of a float64 array."""
+    """Store a vector into elements ``i .. i + 3`` (flat, row-major) of an array or pointer."""
     _check_array(arr, "vstore")
     _check_index(idx, "vstore")
     if vec != f64x4:

@@ -11,7 +11,7 @@ import pytest
 from numba import njit
 
 from structcal._numba import exp_nonpositive
-from structcal._simd import LANES, vload, vstore
+from structcal._simd import LANES, data_pointer, vload, vstore
 from structcal.inference._chain import _exp_shifted_row, _row_mul, _row_scale, _row_sum, _vecmat
 
 K_ALL = list(range(1, 41)) + [47, 64, 65]
@@ -19,15 +19,18 @@ K_ALL = list(range(1, 41)) + [47, 64, 65]
 
 @njit
 def _vecmat_call(X, xr, M, m, S, sr, O, orow, maxplus, scale):
+    # rows of (n, K) arrays and matrices of (n, K, K) ones, as flat offsets into pointers;
     # the kernel is inlined: literal flags give the four specialisations the chain uses
+    K = X.shape[1]
+    x, mm, sp, o = data_pointer(X), data_pointer(M), data_pointer(S), data_pointer(O)
     if maxplus and scale:
-        _vecmat(X, xr, M, m, S, sr, O, orow, True, True)
+        _vecmat(x, xr * K, mm, m * K * K, sp, sr * K, o, orow * K, K, True, True)
     elif maxplus:
-        _vecmat(X, xr, M, m, S, sr, O, orow, True, False)
+        _vecmat(x, xr * K, mm, m * K * K, sp, sr * K, o, orow * K, K, True, False)
     elif scale:
-        _vecmat(X, xr, M, m, S, sr, O, orow, False, True)
+        _vecmat(x, xr * K, mm, m * K * K, sp, sr * K, o, orow * K, K, False, True)
     else:
-        _vecmat(X, xr, M, m, S, sr, O, orow, False, False)
+        _vecmat(x, xr * K, mm, m * K * K, sp, sr * K, o, orow * K, K, False, False)
 
 
 @pytest.mark.parametrize("K", K_ALL)
@@ -68,11 +71,13 @@ def test_vecmat_sum_product_matches_numpy(K):
 
 @njit
 def _rows(A, B, use_b, U):
+    K = A.shape[1]
+    a, b, u = data_pointer(A), data_pointer(B), data_pointer(U)
     shifts = np.empty(A.shape[0])
     sums = np.empty(A.shape[0])
     for r in range(A.shape[0]):
-        shifts[r] = _exp_shifted_row(A, r, B, r, use_b, U, r)
-        sums[r] = _row_sum(A, r)
+        shifts[r] = _exp_shifted_row(a, r * K, b, r * K, use_b, u, r * K, K)
+        sums[r] = _row_sum(a, r * K, K)
     return shifts, sums
 
 
@@ -105,8 +110,10 @@ def test_row_helpers_match_numpy(K):
 
 @njit
 def _row_mul_call(A, B, O):
-    _row_mul(A, 0, B, 3, 0.5, O, 0)
-    _row_scale(A, 3, 0.25, O, 1)
+    K = A.shape[1]
+    a, b, o = data_pointer(A), data_pointer(B), data_pointer(O)
+    _row_mul(a, 0, b, 3 * K, 0.5, o, 0, K)
+    _row_scale(a, 3 * K, 0.25, o, K, K)
 
 
 @njit

@@ -46,7 +46,7 @@ import math
 import numpy as np
 
 from .._numba import batch_kernel, exp_nonpositive, kernel, prange
-from .._simd import LANES, fma, vhmax, vload, vsplat, vstore, vsum
+from .._simd import LANES, data_pointer, fma, vhmax, vload, vsplat, vstore, vsum
 
 _TINY = 1e-200
 _NEG_INF = -np.inf
@@ -97,63 +97,67 @@ def scaled_exponentials(pw):
     return E, ET, colmax
 
 
+# Helpers for the hot loops. They take raw pointers (``data_pointer``) and flat element
+# offsets rather than arrays and row numbers: an array passed to an inlined function is
+# reference-counted on every call, a pointer is not. ``X, x0`` names the K values
+# ``X[x0 : x0 + K]``; for a (n, K) array, row r starts at ``r * K``.
+
+
 @kernel(inline="always")
-def _row_sum(X, r):
-    """``sum(X[r])``: four lanes of partial sums, then the last ``K % 4`` entries."""
-    K = X.shape[1]
+def _row_sum(X, x0, K):
+    """``sum(X[x0 : x0 + K])``: four lanes of partial sums, then the last ``K % 4``."""
     acc = vsplat(0.0)
     j = 0
     while j + LANES <= K:
-        acc = acc + vload(X, r * K + j)
+        acc = acc + vload(X, x0 + j)
         j += LANES
     total = vsum(acc)
     while j < K:
-        total += X[r, j]
+        total += X[x0 + j]
         j += 1
     return total
 
 
 @kernel(inline="always")
-def _row_mul(X, xr, Y, yr, c, O, orow):
-    """``O[orow] = X[xr] * Y[yr] * c`` (any of the rows may be the same row)."""
-    K = X.shape[1]
+def _row_mul(X, x0, Y, y0, c, O, o0, K):
+    """``O[o0:o0+K] = X[x0:x0+K] * Y[y0:y0+K] * c`` (the rows may coincide)."""
     j = 0
     while j + LANES <= K:
-        vstore(O, orow * K + j, vload(X, xr * K + j) * vload(Y, yr * K + j) * c)
+        vstore(O, o0 + j, vload(X, x0 + j) * vload(Y, y0 + j) * c)
         j += LANES
     while j < K:
-        O[orow, j] = X[xr, j] * Y[yr, j] * c
+        O[o0 + j] = X[x0 + j] * Y[y0 + j] * c
         j += 1
 
 
 @kernel(inline="always")
-def _row_scale(X, xr, c, O, orow):
-    """``O[orow] = X[xr] * c`` (the rows may be the same row)."""
-    K = X.shape[1]
+def _row_scale(X, x0, c, O, o0, K):
+    """``O[o0:o0+K] = X[x0:x0+K] * c`` (the rows may coincide)."""
     j = 0
     while j + LANES <= K:
-        vstore(O, orow * K + j, vload(X, xr * K + j) * c)
+        vstore(O, o0 + j, vload(X, x0 + j) * c)
         j += LANES
     while j < K:
-        O[orow, j] = X[xr, j] * c
+        O[o0 + j] = X[x0 + j] * c
         j += 1
 
 
 @kernel(inline="always")
-def _exp_shifted_row(A, ar, B, br, use_b, U, ur):
-    """``U[ur] = exp(x - max(x))`` for ``x = A[ar] + B[br]`` (``x = A[ar]`` unless ``use_b``).
+def _exp_shifted_row(A, a0, B, b0, use_b, U, u0, K):
+    """``U[u0:u0+K] = exp(x - max(x))`` for ``x = A[a0:a0+K] + B[b0:b0+K]`` (``x`` is the
+    ``A`` row alone unless ``use_b``).
 
-    Returns ``max(x)``; when that is ``-inf`` (every entry forbidden), ``U[ur]`` is left
+    Returns ``max(x)``; when that is ``-inf`` (every entry forbidden), ``U`` is left
     unwritten.
     """
-    K = A.shape[1]
     if K < LANES:
         shift = _NEG_INF
         for j in range(K):
-            shift = max(shift, A[ar, j] + B[br, j] if use_b else A[ar, j])
+            shift = max(shift, A[a0 + j] + B[b0 + j] if use_b else A[a0 + j])
         if shift != _NEG_INF:
             for j in range(K):
-                U[ur, j] = exp_nonpositive((A[ar, j] + B[br, j] if use_b else A[ar, j]) - shift)
+                x = A[a0 + j] + B[b0 + j] if use_b else A[a0 + j]
+                U[u0 + j] = exp_nonpositive(x - shift)
         return shift
     # vectors at 0, 4, 8, ... and a last one clamped to K - 4, overlapping the one before
     # it: harmless for a maximum, and the exponentials are written from A and B, not in
@@ -161,19 +165,19 @@ def _exp_shifted_row(A, ar, B, br, use_b, U, ur):
     acc = vsplat(_NEG_INF)
     for jb in range(0, K, LANES):
         j = min(jb, K - LANES)
-        x = vload(A, ar * K + j)
+        x = vload(A, a0 + j)
         if use_b:
-            x = x + vload(B, br * K + j)
+            x = x + vload(B, b0 + j)
         acc = max(acc, x)
     shift = vhmax(acc)
     if shift == _NEG_INF:
         return shift
     for jb in range(0, K, LANES):
         j = min(jb, K - LANES)
-        x = vload(A, ar * K + j)
+        x = vload(A, a0 + j)
         if use_b:
-            x = x + vload(B, br * K + j)
-        vstore(U, ur * K + j, exp_nonpositive(x - shift))
+            x = x + vload(B, b0 + j)
+        vstore(U, u0 + j, exp_nonpositive(x - shift))
     return shift
 
 
@@ -202,11 +206,18 @@ def _semiring_times(a, b, maxplus):
 
 
 @kernel(inline="always")
-def _vecmat_wide(X, xr, M, base, S, sr, O, orow, jb, maxplus, scale):
+def _store_scaled(acc, S, s0, O, o0, c, maxplus, scale):
+    """``O[o0+c : o0+c+4] = acc (.) S[s0+c : s0+c+4]`` (``acc`` alone unless ``scale``)."""
+    if scale:
+        acc = _semiring_times(acc, vload(S, s0 + c), maxplus)
+    vstore(O, o0 + c, acc)
+
+
+@kernel(inline="always")
+def _vecmat_wide(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
     """Columns ``jb .. jb + 31`` of :func:`_vecmat` (clamped to ``K - 4``): eight vector
     accumulators, one pass over the rows of ``M``. Eight independent chains cover the
     latency of a fused multiply-add (4 cycles, 2 per cycle on current x86 cores)."""
-    K = X.shape[1]
     c0 = min(jb, K - LANES)
     c1 = min(jb + LANES, K - LANES)
     c2 = min(jb + 2 * LANES, K - LANES)
@@ -217,8 +228,8 @@ def _vecmat_wide(X, xr, M, base, S, sr, O, orow, jb, maxplus, scale):
     c7 = min(jb + 7 * LANES, K - LANES)
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = vsplat(_NEG_INF if maxplus else 0.0)
     for i in range(K):
-        r = base + i * K
-        x = vsplat(X[xr, i])
+        r = m0 + i * K
+        x = vsplat(X[x0 + i])
         a0 = _semiring_step(a0, x, vload(M, r + c0), maxplus)
         a1 = _semiring_step(a1, x, vload(M, r + c1), maxplus)
         a2 = _semiring_step(a2, x, vload(M, r + c2), maxplus)
@@ -227,21 +238,20 @@ def _vecmat_wide(X, xr, M, base, S, sr, O, orow, jb, maxplus, scale):
         a5 = _semiring_step(a5, x, vload(M, r + c5), maxplus)
         a6 = _semiring_step(a6, x, vload(M, r + c6), maxplus)
         a7 = _semiring_step(a7, x, vload(M, r + c7), maxplus)
-    _store_scaled(a0, S, sr, O, orow, c0, maxplus, scale)
-    _store_scaled(a1, S, sr, O, orow, c1, maxplus, scale)
-    _store_scaled(a2, S, sr, O, orow, c2, maxplus, scale)
-    _store_scaled(a3, S, sr, O, orow, c3, maxplus, scale)
-    _store_scaled(a4, S, sr, O, orow, c4, maxplus, scale)
-    _store_scaled(a5, S, sr, O, orow, c5, maxplus, scale)
-    _store_scaled(a6, S, sr, O, orow, c6, maxplus, scale)
-    _store_scaled(a7, S, sr, O, orow, c7, maxplus, scale)
+    _store_scaled(a0, S, s0, O, o0, c0, maxplus, scale)
+    _store_scaled(a1, S, s0, O, o0, c1, maxplus, scale)
+    _store_scaled(a2, S, s0, O, o0, c2, maxplus, scale)
+    _store_scaled(a3, S, s0, O, o0, c3, maxplus, scale)
+    _store_scaled(a4, S, s0, O, o0, c4, maxplus, scale)
+    _store_scaled(a5, S, s0, O, o0, c5, maxplus, scale)
+    _store_scaled(a6, S, s0, O, o0, c6, maxplus, scale)
+    _store_scaled(a7, S, s0, O, o0, c7, maxplus, scale)
 
 
 @kernel(inline="always")
-def _vecmat_narrow(X, xr, M, base, S, sr, O, orow, jb, maxplus, scale):
+def _vecmat_narrow(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
     """Columns ``jb .. jb + 15`` of :func:`_vecmat` (clamped to ``K - 4``): four vector
     accumulators, each split in two (even and odd rows) to keep eight chains in flight."""
-    K = X.shape[1]
     c0 = min(jb, K - LANES)
     c1 = min(jb + LANES, K - LANES)
     c2 = min(jb + 2 * LANES, K - LANES)
@@ -250,76 +260,65 @@ def _vecmat_narrow(X, xr, M, base, S, sr, O, orow, jb, maxplus, scale):
     a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
     i = 0
     while i + 2 <= K:
-        r = base + i * K
-        x = vsplat(X[xr, i])
+        r = m0 + i * K
+        x = vsplat(X[x0 + i])
         a0 = _semiring_step(a0, x, vload(M, r + c0), maxplus)
         a1 = _semiring_step(a1, x, vload(M, r + c1), maxplus)
         a2 = _semiring_step(a2, x, vload(M, r + c2), maxplus)
         a3 = _semiring_step(a3, x, vload(M, r + c3), maxplus)
         r += K
-        x = vsplat(X[xr, i + 1])
+        x = vsplat(X[x0 + i + 1])
         b0 = _semiring_step(b0, x, vload(M, r + c0), maxplus)
         b1 = _semiring_step(b1, x, vload(M, r + c1), maxplus)
         b2 = _semiring_step(b2, x, vload(M, r + c2), maxplus)
         b3 = _semiring_step(b3, x, vload(M, r + c3), maxplus)
         i += 2
     if i < K:
-        r = base + i * K
-        x = vsplat(X[xr, i])
+        r = m0 + i * K
+        x = vsplat(X[x0 + i])
         a0 = _semiring_step(a0, x, vload(M, r + c0), maxplus)
         a1 = _semiring_step(a1, x, vload(M, r + c1), maxplus)
         a2 = _semiring_step(a2, x, vload(M, r + c2), maxplus)
         a3 = _semiring_step(a3, x, vload(M, r + c3), maxplus)
-    _store_scaled(_semiring_merge(a0, b0, maxplus), S, sr, O, orow, c0, maxplus, scale)
-    _store_scaled(_semiring_merge(a1, b1, maxplus), S, sr, O, orow, c1, maxplus, scale)
-    _store_scaled(_semiring_merge(a2, b2, maxplus), S, sr, O, orow, c2, maxplus, scale)
-    _store_scaled(_semiring_merge(a3, b3, maxplus), S, sr, O, orow, c3, maxplus, scale)
+    _store_scaled(_semiring_merge(a0, b0, maxplus), S, s0, O, o0, c0, maxplus, scale)
+    _store_scaled(_semiring_merge(a1, b1, maxplus), S, s0, O, o0, c1, maxplus, scale)
+    _store_scaled(_semiring_merge(a2, b2, maxplus), S, s0, O, o0, c2, maxplus, scale)
+    _store_scaled(_semiring_merge(a3, b3, maxplus), S, s0, O, o0, c3, maxplus, scale)
 
 
 @kernel(inline="always")
-def _store_scaled(acc, S, sr, O, orow, c, maxplus, scale):
-    """``O[orow, c:c+4] = acc (.) S[sr, c:c+4]`` (``acc`` alone unless ``scale``)."""
-    K = O.shape[1]
-    if scale:
-        acc = _semiring_times(acc, vload(S, sr * K + c), maxplus)
-    vstore(O, orow * K + c, acc)
-
-
-@kernel(inline="always")
-def _vecmat(X, xr, M, m, S, sr, O, orow, maxplus, scale):
+def _vecmat(X, x0, M, m0, S, s0, O, o0, K, maxplus, scale):
     """One step of a chain recursion in the max-plus (``maxplus``) or sum-product semiring:
-    ``O[orow] = (X[xr] (x) M[m]) (.) S[sr]``, i.e.
+    ``o = (x (x) M) (.) s`` for the K-vectors ``x = X[x0:x0+K]``, ``s = S[s0:s0+K]``,
+    ``o = O[o0:o0+K]`` and the (K, K) matrix at ``M[m0:m0+K*K]``, i.e.
 
-    - max-plus: ``O[orow, j] = max_i (X[xr, i] + M[m, i, j]) + S[sr, j]``,
-    - sum-product: ``O[orow, j] = (sum_i X[xr, i] * M[m, i, j]) * S[sr, j]``,
+    - max-plus: ``o[j] = max_i (x[i] + M[i, j]) + s[j]``,
+    - sum-product: ``o[j] = (sum_i x[i] * M[i, j]) * s[j]``,
 
-    without the ``S`` factor unless ``scale``. Arrays are C-contiguous; ``X`` and ``O`` may
-    be one array if ``xr != orow``; ``S[sr]`` must not be ``O[orow]``.
+    without the ``s`` factor unless ``scale``. ``o`` must not overlap ``x`` or ``s``.
 
     For K >= 4 the output columns are computed 32 at a time (16 for a last block of at
     most 16) as :data:`~structcal._simd.f64x4` accumulators held in registers while the
-    rows of ``M[m]`` stream past. A block narrower than its vectors is covered by vectors
+    rows of ``M`` stream past. A block narrower than its vectors is covered by vectors
     whose start is clamped to ``K - 4``: they overlap columns already done and store the
     same values again, so any K >= 4 runs without padding or a scalar remainder. Max-plus
     results are exact whatever the order; sum-product results differ from a sequential
     sum by rounding only (fused multiply-adds where the CPU has them). Below K = 4 a
     plain loop does the work.
     """
-    K = X.shape[1]
-    base = m * K * K
     if K < LANES:
         for j in range(K):
             acc = _NEG_INF if maxplus else 0.0
             for i in range(K):
-                acc = _semiring_step(acc, X[xr, i], M[m, i, j], maxplus)
-            O[orow, j] = _semiring_times(acc, S[sr, j], maxplus) if scale else acc
+                acc = _semiring_step(acc, X[x0 + i], M[m0 + i * K + j], maxplus)
+            O[o0 + j] = _semiring_times(acc, S[s0 + j], maxplus) if scale else acc
         return
     jb = 0
     while K - jb > 4 * LANES:
-        _vecmat_wide(X, xr, M, base, S, sr, O, orow, jb, maxplus, scale)
+        _vecmat_wide(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale)
         jb += 8 * LANES
     if jb < K:
-        _vecmat_narrow(X, xr, M, base, S, sr, O, orow, jb, maxplus, scale)
+        _vecmat_narrow(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale)
 
 
 # --------------------------------------------------------------------------- max-product
@@ -331,8 +330,10 @@ def _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, labels):
     K = unary.shape[1]
     for j in range(K):
         v[0, j] = unary[s, j]
+    vp, pwp, up = data_pointer(v), data_pointer(pw), data_pointer(unary)
     for t in range(1, L):
-        _vecmat(v, t - 1, pw, (mat0 + t - 1) * pw_stride, unary, s + t, v, t, True, True)
+        m0 = (mat0 + t - 1) * pw_stride * K * K
+        _vecmat(vp, (t - 1) * K, pwp, m0, up, (s + t) * K, vp, t * K, K, True, True)
     # backtrack by recomputing each argmax (cheaper than storing back-pointers)
     best = 0
     for j in range(1, K):
@@ -443,25 +444,30 @@ def _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z):
     # u[t] = exp(unary + colmax - shift_t): the column maxima of the incoming transition
     # matrix are folded in so that every entry of E stays in [0, 1]. The rows do not
     # depend on the recursion, so they are all computed first (and overlap in the CPU).
+    K = unary.shape[1]
+    up, cp, Ep = data_pointer(unary), data_pointer(colmax), data_pointer(E)
+    ap, uu = data_pointer(a), data_pointer(u)
     logz = 0.0
     for t in range(L):
-        shift = _exp_shifted_row(unary, s + t, colmax, (mat0 + t - 1) * pw_stride, t > 0, u, t)
+        m = (mat0 + t - 1) * pw_stride
+        shift = _exp_shifted_row(up, (s + t) * K, cp, m * K, t > 0, uu, t * K, K)
         if shift == _NEG_INF:
             return _NEG_INF, True
         logz += shift
     for t in range(L):
         if t == 0:
-            total = _row_sum(u, 0)
-            src = u
+            total = _row_sum(uu, 0, K)
+            src = uu
         else:
-            _vecmat(a, t - 1, E, (mat0 + t - 1) * pw_stride, u, t, a, t, False, True)
-            total = _row_sum(a, t)
-            src = a
+            m = (mat0 + t - 1) * pw_stride
+            _vecmat(ap, (t - 1) * K, Ep, m * K * K, uu, t * K, ap, t * K, K, False, True)
+            total = _row_sum(ap, t * K, K)
+            src = ap
         z[t] = total
         if not total > _TINY:
             return _NEG_INF, False
         logz += math.log(total)
-        _row_scale(src, t, 1.0 / total, a, t)
+        _row_scale(src, t * K, 1.0 / total, ap, t * K, K)
     return logz, True
 
 
@@ -476,21 +482,20 @@ def _backward_scaled(s, L, E, ET, mat0, pw_stride, a, u, z, beta, w, marg, edge,
     False when the check fails (the caller then uses the log-space pass).
     """
     K = a.shape[1]
-    # rows of the (n, K, K) arrays: row (m * K + i) of E2 is E[m, i]
-    E2 = E.reshape(-1, K)
-    edge2 = edge.reshape(-1, K)
+    Ep, ETp, ap, up = data_pointer(E), data_pointer(ET), data_pointer(a), data_pointer(u)
+    bp, wp, mp, ep = data_pointer(beta), data_pointer(w), data_pointer(marg), data_pointer(edge)
     for j in range(K):
         beta[0, j] = 1.0
-    _row_scale(a, L - 1, 1.0, marg, s + L - 1)
+    _row_scale(ap, (L - 1) * K, 1.0, mp, (s + L - 1) * K, K)
     for t in range(L - 2, -1, -1):
         m = (mat0 + t) * pw_stride
-        _row_mul(u, t + 1, beta, 0, 1.0 / z[t + 1], w, 0)
+        _row_mul(up, (t + 1) * K, bp, 0, 1.0 / z[t + 1], wp, 0, K)
         if do_edge:  # p(y_t = i, y_t+1 = j) = a[t, i] E[m, i, j] w[j]
             for i in range(K):
-                _row_mul(E2, m * K + i, w, 0, a[t, i], edge2, (e0 + t) * K + i)
-        _vecmat(w, 0, ET, m, w, 0, beta, 0, False, False)
-        _row_mul(a, t, beta, 0, 1.0, marg, s + t)
-    total = _row_sum(marg, s)
+                _row_mul(Ep, (m * K + i) * K, wp, 0, a[t, i], ep, ((e0 + t) * K + i) * K, K)
+        _vecmat(wp, 0, ETp, m * K * K, wp, 0, bp, 0, K, False, False)
+        _row_mul(ap, t * K, bp, 0, 1.0, mp, (s + t) * K, K)
+    total = _row_sum(mp, s * K, K)
     return abs(total - 1.0) < 1e-9
 
 
