@@ -31,11 +31,11 @@ Vectorisation
 Each step of a recursion is one call of :func:`_vecmat`, the vector-matrix product of the
 max-plus (Viterbi) or sum-product (forward, backward) semiring, fused with the
 element-wise factor of the next position (its unary potentials or exponentials). It keeps
-up to eight 4-lane accumulators (:mod:`structcal._simd`) in registers while the rows of
-the (K x K) matrix stream past; the per-token row operations (shifted exponentials, sums,
-scaling) are 4-lane too. For K = 26 a Viterbi step takes about 70 ns and a sum-product
-step about 50 ns on one core of the development machine (2-3x less than the scalar
-loops LLVM generates for the same code).
+eight 4-lane accumulators (:mod:`structcal._simd`) in registers while the rows of the
+(K x K) matrix stream past; the per-token row operations (shifted exponentials, sums,
+scaling) are 4-lane too. The helpers take raw data pointers and flat offsets, so calling
+them costs no reference counting. ``benchmarks/bench_chain_step.py`` times one step
+(K = 26: about 75 ns max-plus, 80 ns sum-product on one core of the development machine).
 
 Status codes written by the drivers: 0 = ok, 1 = infeasible (every labeling is ``-inf``),
 2 = ok after the log-space fallback.
@@ -214,10 +214,11 @@ def _store_scaled(acc, S, s0, O, o0, c, maxplus, scale):
 
 
 @kernel(inline="always")
-def _vecmat_wide(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
-    """Columns ``jb .. jb + 31`` of :func:`_vecmat` (clamped to ``K - 4``): eight vector
-    accumulators, one pass over the rows of ``M``. Eight independent chains cover the
-    latency of a fused multiply-add (4 cycles, 2 per cycle on current x86 cores)."""
+def _vecmat_block(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
+    """Columns ``jb .. jb + 31`` of :func:`_vecmat`, each vector start clamped to ``K - 4``:
+    eight vector accumulators, one pass over the rows of ``M``. Eight independent chains
+    cover the latency of a fused multiply-add (4 cycles, 2 per cycle on current x86
+    cores)."""
     c0 = min(jb, K - LANES)
     c1 = min(jb + LANES, K - LANES)
     c2 = min(jb + 2 * LANES, K - LANES)
@@ -249,44 +250,6 @@ def _vecmat_wide(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
 
 
 @kernel(inline="always")
-def _vecmat_narrow(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
-    """Columns ``jb .. jb + 15`` of :func:`_vecmat` (clamped to ``K - 4``): four vector
-    accumulators, each split in two (even and odd rows) to keep eight chains in flight."""
-    c0 = min(jb, K - LANES)
-    c1 = min(jb + LANES, K - LANES)
-    c2 = min(jb + 2 * LANES, K - LANES)
-    c3 = min(jb + 3 * LANES, K - LANES)
-    zero = vsplat(_NEG_INF if maxplus else 0.0)
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
-    i = 0
-    while i + 2 <= K:
-        r = m0 + i * K
-        x = vsplat(X[x0 + i])
-        a0 = _semiring_step(a0, x, vload(M, r + c0), maxplus)
-        a1 = _semiring_step(a1, x, vload(M, r + c1), maxplus)
-        a2 = _semiring_step(a2, x, vload(M, r + c2), maxplus)
-        a3 = _semiring_step(a3, x, vload(M, r + c3), maxplus)
-        r += K
-        x = vsplat(X[x0 + i + 1])
-        b0 = _semiring_step(b0, x, vload(M, r + c0), maxplus)
-        b1 = _semiring_step(b1, x, vload(M, r + c1), maxplus)
-        b2 = _semiring_step(b2, x, vload(M, r + c2), maxplus)
-        b3 = _semiring_step(b3, x, vload(M, r + c3), maxplus)
-        i += 2
-    if i < K:
-        r = m0 + i * K
-        x = vsplat(X[x0 + i])
-        a0 = _semiring_step(a0, x, vload(M, r + c0), maxplus)
-        a1 = _semiring_step(a1, x, vload(M, r + c1), maxplus)
-        a2 = _semiring_step(a2, x, vload(M, r + c2), maxplus)
-        a3 = _semiring_step(a3, x, vload(M, r + c3), maxplus)
-    _store_scaled(_semiring_merge(a0, b0, maxplus), S, s0, O, o0, c0, maxplus, scale)
-    _store_scaled(_semiring_merge(a1, b1, maxplus), S, s0, O, o0, c1, maxplus, scale)
-    _store_scaled(_semiring_merge(a2, b2, maxplus), S, s0, O, o0, c2, maxplus, scale)
-    _store_scaled(_semiring_merge(a3, b3, maxplus), S, s0, O, o0, c3, maxplus, scale)
-
-
-@kernel(inline="always")
 def _vecmat(X, x0, M, m0, S, s0, O, o0, K, maxplus, scale):
     """One step of a chain recursion in the max-plus (``maxplus``) or sum-product semiring:
     ``o = (x (x) M) (.) s`` for the K-vectors ``x = X[x0:x0+K]``, ``s = S[s0:s0+K]``,
@@ -297,11 +260,12 @@ def _vecmat(X, x0, M, m0, S, s0, O, o0, K, maxplus, scale):
 
     without the ``s`` factor unless ``scale``. ``o`` must not overlap ``x`` or ``s``.
 
-    For K >= 4 the output columns are computed 32 at a time (16 for a last block of at
-    most 16) as :data:`~structcal._simd.f64x4` accumulators held in registers while the
-    rows of ``M`` stream past. A block narrower than its vectors is covered by vectors
-    whose start is clamped to ``K - 4``: they overlap columns already done and store the
-    same values again, so any K >= 4 runs without padding or a scalar remainder. Max-plus
+    For K >= 4 the output columns are computed 32 at a time as eight
+    :data:`~structcal._simd.f64x4` accumulators held in registers while the rows of ``M``
+    stream past. Vectors past the last column have their start clamped to ``K - 4``: they
+    overlap columns already done and store the same values again, so any K >= 4 runs
+    without padding or a scalar remainder (for K < 32 some of the eight vectors repeat
+    work; one block keeps the compiled code, and the JIT compile time, small). Max-plus
     results are exact whatever the order; sum-product results differ from a sequential
     sum by rounding only (fused multiply-adds where the CPU has them). Below K = 4 a
     plain loop does the work.
@@ -313,12 +277,8 @@ def _vecmat(X, x0, M, m0, S, s0, O, o0, K, maxplus, scale):
                 acc = _semiring_step(acc, X[x0 + i], M[m0 + i * K + j], maxplus)
             O[o0 + j] = _semiring_times(acc, S[s0 + j], maxplus) if scale else acc
         return
-    jb = 0
-    while K - jb > 4 * LANES:
-        _vecmat_wide(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale)
-        jb += 8 * LANES
-    if jb < K:
-        _vecmat_narrow(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale)
+    for jb in range(0, K, 8 * LANES):
+        _vecmat_block(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale)
 
 
 # --------------------------------------------------------------------------- max-product
