@@ -1,5 +1,7 @@
 """Time one step of the chain recursions: the (K x K) vector-matrix product of the
-max-plus (Viterbi) and sum-product (forward/backward) semirings, ``_vecmat``.
+max-plus semiring as Viterbi runs it (``_vecmat`` on the unpadded potentials) and of the
+sum-product semiring as the forward and backward passes run it (``_vecmat_padded`` on the
+scaled exponentials, rows padded to a multiple of 32 columns).
 
 Each step feeds the next, as in a chain, so the figure is the latency of one step on one
 core (median over ``--repeats`` runs of ``--steps`` steps). ``benchmarks/bench_chain.py``
@@ -18,19 +20,20 @@ import numpy as np
 from numba import njit
 
 from structcal._simd import data_pointer
-from structcal.inference._chain import _vecmat
+from structcal.inference._chain import _vecmat, _vecmat_padded, padded_width
 
 
 @njit
 def _steps(X, M, S, n, maxplus):
-    K = X.shape[1]
+    K, Kp = M.shape[1], M.shape[2]
     x, m, s = data_pointer(X), data_pointer(M), data_pointer(S)
     for r in range(n):
-        src, dst = (r & 7) * K, ((r + 1) & 7) * K
         if maxplus:
+            src, dst = (r & 7) * K, ((r + 1) & 7) * K
             _vecmat(x, src, m, 0, s, 0, x, dst, K, True, True)
         else:
-            _vecmat(x, src, m, 0, s, 0, x, dst, K, False, True)
+            src, dst = (r & 7) * Kp, ((r + 1) & 7) * Kp
+            _vecmat_padded(x, src, m, 0, s, 0, x, dst, K, Kp, False, True)
 
 
 def time_steps(K, maxplus, steps, repeats, rng):
@@ -41,7 +44,10 @@ def time_steps(K, maxplus, steps, repeats, rng):
     if maxplus:
         M, X, S = np.log(M), np.log(X), np.zeros((1, K))
     else:
-        S = np.ones((1, K))
+        Kp = padded_width(K)
+        M = np.pad(M, ((0, 0), (0, 0), (0, Kp - K)))
+        X = np.pad(X, ((0, 0), (0, Kp - K)))
+        S = np.pad(np.ones((1, K)), ((0, 0), (0, Kp - K)))
     _steps(X, M, S, 10, maxplus)
     times = []
     for _ in range(repeats):

@@ -117,13 +117,13 @@ def test_expected_statistics_sum_the_edge_marginals():
 
 @pytest.mark.parametrize("scale", [1.0, 400.0])  # 400: the log-space fallback
 def test_parallel_and_serial_likelihood_kernels_agree_bit_for_bit(scale):
-    from structcal.inference._chain import scaled_exponentials
+    from structcal.inference._chain import padded_width, scaled_exponentials
 
     rng = np.random.default_rng(8)
     Z, offsets, labels = _random_problem(rng, n_chains=300, K=4, empty=True)
     U = scale * rng.standard_normal((Z.shape[0], 4))
     pw = scale * rng.standard_normal((1, 4, 4))
-    E, ET, colmax = scaled_exponentials(pw)
+    E, ET, colmax = scaled_exponentials(pw, padded_width(4))
     n, chunk = 300, 32
     out = []
     for run in (_chain_kernels.expected_statistics, _chain_kernels.expected_statistics_serial):

@@ -1,9 +1,10 @@
 """The vectorised building blocks of the chain kernels, against NumPy.
 
-``_vecmat`` computes output columns in blocks of 32 (8 vectors) or 16 (4 vectors) and
-covers a ragged last block with vectors clamped to ``K - 4`` that overlap columns already
-done; ``exp_nonpositive`` runs on float64 and on 4-lane vectors with the same operations.
-Every remainder of K modulo 4, 16 and 32 is exercised.
+``_vecmat`` computes output columns in blocks of 32 (8 vectors) and covers a ragged last
+block with vectors clamped to ``K - 4`` that overlap columns already done;
+``_vecmat_padded`` works on rows padded to a multiple of 32 columns; ``exp_nonpositive``
+runs on float64 and on 4-lane vectors with the same operations. Every remainder of K
+modulo 4 and 32 is exercised.
 """
 
 import numpy as np
@@ -12,7 +13,16 @@ from numba import njit
 
 from structcal._numba import exp_nonpositive
 from structcal._simd import LANES, data_pointer, vload, vstore
-from structcal.inference._chain import _exp_shifted_row, _row_mul, _row_scale, _row_sum, _vecmat
+from structcal.inference._chain import (
+    _exp_shifted_row,
+    _row_mul,
+    _row_scale,
+    _row_sum,
+    _vecmat,
+    _vecmat_padded,
+    padded_width,
+    scaled_exponentials,
+)
 
 K_ALL = list(range(1, 41)) + [47, 64, 65]
 
@@ -67,6 +77,61 @@ def test_vecmat_sum_product_matches_numpy(K):
         _vecmat_call(X, 0, E, 1, S, 1, O, 2, False, scale)
         np.testing.assert_allclose(O[2], expected * S[1] if scale else expected, rtol=1e-14)
         assert np.isnan(O[:2]).all()
+
+
+@njit
+def _vecmat_padded_call(X, xr, M, m, S, sr, O, orow, maxplus, scale):
+    # X (n, K) unpadded; M (n, K, Kp), S and O (n, Kp) padded
+    K, Kp = M.shape[1], M.shape[2]
+    x, mm, sp, o = data_pointer(X), data_pointer(M), data_pointer(S), data_pointer(O)
+    if maxplus and scale:
+        _vecmat_padded(x, xr * K, mm, m * K * Kp, sp, sr * Kp, o, orow * Kp, K, Kp, True, True)
+    elif maxplus:
+        _vecmat_padded(x, xr * K, mm, m * K * Kp, sp, sr * Kp, o, orow * Kp, K, Kp, True, False)
+    elif scale:
+        _vecmat_padded(x, xr * K, mm, m * K * Kp, sp, sr * Kp, o, orow * Kp, K, Kp, False, True)
+    else:
+        _vecmat_padded(x, xr * K, mm, m * K * Kp, sp, sr * Kp, o, orow * Kp, K, Kp, False, False)
+
+
+@pytest.mark.parametrize("K", K_ALL)
+def test_vecmat_padded_matches_numpy(K):
+    rng = np.random.default_rng(300 + K)
+    Kp = padded_width(K)
+    assert Kp >= K and (Kp == K if K < 4 else Kp % 32 == 0)
+    X = rng.random((3, K))
+    pw = rng.normal(size=(2, K, K)) * 3
+    pw[rng.random(pw.shape) < 0.2] = -np.inf
+    E, ET, colmax = scaled_exponentials(pw, Kp)
+    assert E.shape == ET.shape == (2, K, Kp)
+    # padding is zero; E is exp(pw - colmax), ET its transpose
+    assert not E[:, :, K:].any() and not ET[:, :, K:].any()
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(E[:, :, :K], np.exp(pw - colmax[:, None, :]), rtol=1e-15)
+    np.testing.assert_array_equal(ET[:, :, :K], E[:, :, :K].transpose(0, 2, 1))
+    S = np.zeros((2, Kp))
+    S[:, :K] = rng.random((2, K))
+    expected = X[0] @ E[1, :, :K]
+    for scale in (False, True):
+        O = np.full((3, Kp), np.nan)
+        _vecmat_padded_call(X, 0, E, 1, S, 1, O, 2, False, scale)
+        np.testing.assert_allclose(O[2, :K], expected * S[1, :K] if scale else expected, rtol=1e-14)
+        np.testing.assert_array_equal(O[2, K:], 0.0)  # padding stays the semiring zero
+        assert np.isnan(O[:2]).all()  # nothing outside the output row is touched
+    # max-plus on a matrix padded with -inf
+    M = np.full((2, K, Kp), -np.inf)
+    M[:, :, :K] = pw
+    L = np.log(X)
+    expected = np.max(L[0][:, None] + pw[1], axis=0)
+    O = np.full((3, Kp), np.nan)
+    _vecmat_padded_call(L, 0, M, 1, S, 1, O, 2, True, True)
+    np.testing.assert_array_equal(O[2, :K], expected + S[1, :K])
+    np.testing.assert_array_equal(O[2, K:], -np.inf)
+
+
+def test_scaled_exponentials_rejects_a_narrow_width():
+    with pytest.raises(ValueError, match="at least n_states=3"):
+        scaled_exponentials(np.zeros((1, 3, 3)), 2)
 
 
 @njit

@@ -41,14 +41,15 @@ def _expected_statistics_chunk(
     of one chain at a time go to a small scratch array and are summed from there.
     """
     K = unary.shape[1]
+    Kp = E.shape[2]
     Lmax = 1
     for c in range(c0, c1):
         Lmax = max(Lmax, offsets[c + 1] - offsets[c])
-    a = np.empty((Lmax, K))
-    u = np.empty((Lmax, K))
+    a = np.zeros((Lmax, Kp))
+    u = np.zeros((Lmax, Kp))
     z = np.empty(Lmax)
-    beta = np.empty((1, K))
-    w = np.empty((1, K))
+    beta = np.zeros((1, Kp))
+    w = np.zeros((1, Kp))
     la = np.empty((Lmax, K))
     lb = np.empty((Lmax, K))
     edge = np.empty((Lmax, K, K))
@@ -90,7 +91,7 @@ def expected_statistics(unary, offsets, trans, E, ET, colmax, chunk, marg, edge_
     trans : ndarray of shape (1, K, K)
         The shared transition log-potentials.
     E, ET, colmax : ndarray
-        ``scaled_exponentials(trans)``.
+        ``scaled_exponentials(trans, padded_width(K))``.
     chunk : int
         Chains per parallel work item.
     marg : ndarray of shape (n_tokens, K)

@@ -32,7 +32,7 @@ from .._validation import (
 )
 from ..exceptions import ConvergenceWarning, ParameterError, ParameterTypeError
 from ..inference import infer, score_labelings, viterbi
-from ..inference._chain import scaled_exponentials
+from ..inference._chain import padded_width, scaled_exponentials
 from ..potentials import ChainPotentials
 from . import _chain_kernels
 from .features import FEATURE_MAPS
@@ -217,7 +217,7 @@ class _Likelihood:
         _, _, T, _, _ = self.layout.unpack(theta)
         U = self.unary(theta)
         pw = np.ascontiguousarray(T)[None]
-        E, ET, colmax = scaled_exponentials(pw)
+        E, ET, colmax = scaled_exponentials(pw, padded_width(pw.shape[1]))
         run = (
             _chain_kernels.expected_statistics if self.parallel
             else _chain_kernels.expected_statistics_serial

@@ -12,7 +12,10 @@ Layout shared by every kernel
 ``E``, ``ET``, ``colmax``
     The scaled exponentials used by the fast sum-product pass:
     ``E[m, i, j] = exp(pw[m, i, j] - colmax[m, j])`` (``ET`` is its transpose), so every
-    entry of ``E`` is in [0, 1] and each column has a 1 unless it is all ``-inf``.
+    entry of ``E`` is in [0, 1] and each column has a 1 unless it is all ``-inf``. Their
+    rows are padded with zeros to ``Kp = padded_width(K)`` columns (a multiple of 32), and
+    so are the sum-product scratch rows (forward messages, unary exponentials, backward
+    messages); outputs (marginals) are never padded.
 
 Numerics
 --------
@@ -28,14 +31,17 @@ fast one is about an order of magnitude cheaper because it avoids K*K exps per e
 
 Vectorisation
 -------------
-Each step of a recursion is one call of :func:`_vecmat`, the vector-matrix product of the
-max-plus (Viterbi) or sum-product (forward, backward) semiring, fused with the
-element-wise factor of the next position (its unary potentials or exponentials). It keeps
-eight 4-lane accumulators (:mod:`structcal._simd`) in registers while the rows of the
-(K x K) matrix stream past; the per-token row operations (shifted exponentials, sums,
-scaling) are 4-lane too. The helpers take raw data pointers and flat offsets, so calling
-them costs no reference counting. ``benchmarks/bench_chain_step.py`` times one step
-(K = 26: about 75 ns max-plus, 80 ns sum-product on one core of the development machine).
+Each step of a recursion is one vector-matrix product of the max-plus (Viterbi) or
+sum-product (forward, backward) semiring, fused with the element-wise factor of the next
+position (its unary potentials or exponentials). It keeps eight 4-lane accumulators
+(:mod:`structcal._simd`) in registers while the rows of the (K x K) matrix stream past;
+the per-token row operations (shifted exponentials, sums, scaling) are 4-lane too. Viterbi
+runs :func:`_vecmat` on the user's unpadded potentials (vectors past column K are clamped
+to start at K - 4); the sum-product passes run :func:`_vecmat_padded` on the padded
+exponentials, where every load is at a fixed offset from its row. The helpers take raw
+data pointers and flat offsets, so calling them costs no reference counting.
+``benchmarks/bench_chain_step.py`` times one step (K = 26: about 63 ns max-plus, 38 ns
+sum-product on one core of the development machine).
 
 Status codes written by the drivers: 0 = ok, 1 = infeasible (every labeling is ``-inf``),
 2 = ok after the log-space fallback.
@@ -74,12 +80,32 @@ def _logsumexp_row(x):
     return m + math.log(s)
 
 
+def padded_width(K):
+    """Row width of the scaled exponentials and of the sum-product scratch rows: ``K``
+    rounded up to a multiple of 32 (one block of :func:`_vecmat_padded`), or ``K`` itself
+    below 4 (the scalar path)."""
+    return K if K < LANES else -(-K // (8 * LANES)) * (8 * LANES)
+
+
+def scaled_exponentials(pw, width=None):
+    """Return ``(E, ET, colmax)`` for pairwise log-potentials ``pw`` of shape (n, K, K).
+
+    ``E[m, i, j] = exp(pw[m, i, j] - colmax[m, j])`` and ``ET[m, j, i] = E[m, i, j]``,
+    both of shape (n, K, width) with zeros in columns ``K:width`` (``width`` defaults
+    to K; the sum-product chain kernels use :func:`padded_width`).
+    """
+    K = pw.shape[1]
+    width = K if width is None else int(width)
+    if width < K:
+        raise ValueError(f"width must be at least n_states={K}; got {width}")
+    return _scaled_exponentials(pw, width)
+
+
 @kernel
-def scaled_exponentials(pw):
-    """Return ``(E, ET, colmax)`` for pairwise log-potentials ``pw`` of shape (n, K, K)."""
+def _scaled_exponentials(pw, width):
     n, K, _ = pw.shape
-    E = np.empty_like(pw)
-    ET = np.empty_like(pw)
+    E = np.zeros((n, K, width))
+    ET = np.zeros((n, K, width))
     colmax = np.empty((n, K))
     for m in range(n):
         for j in range(K):
@@ -271,14 +297,70 @@ def _vecmat(X, x0, M, m0, S, s0, O, o0, K, maxplus, scale):
     plain loop does the work.
     """
     if K < LANES:
-        for j in range(K):
-            acc = _NEG_INF if maxplus else 0.0
-            for i in range(K):
-                acc = _semiring_step(acc, X[x0 + i], M[m0 + i * K + j], maxplus)
-            O[o0 + j] = _semiring_times(acc, S[s0 + j], maxplus) if scale else acc
+        _vecmat_small(X, x0, M, m0, K, S, s0, O, o0, K, maxplus, scale)
         return
     for jb in range(0, K, 8 * LANES):
         _vecmat_block(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale)
+
+
+@kernel(inline="always")
+def _vecmat_small(X, x0, M, m0, Kp, S, s0, O, o0, K, maxplus, scale):
+    """:func:`_vecmat` by plain loops (K < 4); the rows of ``M`` are ``Kp`` apart."""
+    for j in range(K):
+        acc = _NEG_INF if maxplus else 0.0
+        for i in range(K):
+            acc = _semiring_step(acc, X[x0 + i], M[m0 + i * Kp + j], maxplus)
+        O[o0 + j] = _semiring_times(acc, S[s0 + j], maxplus) if scale else acc
+
+
+@kernel(inline="always")
+def _vecmat_padded_block(X, x0, M, m0, S, s0, O, o0, K, Kp, jb, maxplus, scale):
+    """Columns ``jb .. jb + 31`` of :func:`_vecmat_padded`: as :func:`_vecmat_block`, but
+    every vector is at a fixed offset from the start of its row, so the loads address
+    ``row + constant`` and need no register of their own."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = vsplat(_NEG_INF if maxplus else 0.0)
+    r = m0 + jb
+    for i in range(K):
+        x = vsplat(X[x0 + i])
+        a0 = _semiring_step(a0, x, vload(M, r), maxplus)
+        a1 = _semiring_step(a1, x, vload(M, r + LANES), maxplus)
+        a2 = _semiring_step(a2, x, vload(M, r + 2 * LANES), maxplus)
+        a3 = _semiring_step(a3, x, vload(M, r + 3 * LANES), maxplus)
+        a4 = _semiring_step(a4, x, vload(M, r + 4 * LANES), maxplus)
+        a5 = _semiring_step(a5, x, vload(M, r + 5 * LANES), maxplus)
+        a6 = _semiring_step(a6, x, vload(M, r + 6 * LANES), maxplus)
+        a7 = _semiring_step(a7, x, vload(M, r + 7 * LANES), maxplus)
+        r += Kp
+    s = s0 + jb
+    o = o0 + jb
+    _store_scaled(a0, S, s, O, o, 0, maxplus, scale)
+    _store_scaled(a1, S, s, O, o, LANES, maxplus, scale)
+    _store_scaled(a2, S, s, O, o, 2 * LANES, maxplus, scale)
+    _store_scaled(a3, S, s, O, o, 3 * LANES, maxplus, scale)
+    _store_scaled(a4, S, s, O, o, 4 * LANES, maxplus, scale)
+    _store_scaled(a5, S, s, O, o, 5 * LANES, maxplus, scale)
+    _store_scaled(a6, S, s, O, o, 6 * LANES, maxplus, scale)
+    _store_scaled(a7, S, s, O, o, 7 * LANES, maxplus, scale)
+
+
+@kernel(inline="always")
+def _vecmat_padded(X, x0, M, m0, S, s0, O, o0, K, Kp, maxplus, scale):
+    """:func:`_vecmat` on padded rows: the K rows of the matrix at ``M[m0:]`` are ``Kp``
+    apart, ``Kp = padded_width(K)``, and its columns ``K:Kp`` hold the semiring zero
+    (0 or ``-inf``); ``s = S[s0:s0+Kp]`` and ``o = O[o0:o0+Kp]`` are whole padded rows
+    (all ``Kp`` entries of ``o`` are written; ``x = X[x0:x0+K]`` is read unpadded).
+
+    The sum-product passes use it on the scaled exponentials, which are built padded.
+    With every vector at a fixed offset, the row loop is pure loads and fused
+    multiply-adds; the clamped offsets of :func:`_vecmat` cost a register each, more than
+    the CPU has once the loop is unrolled, and spilling them made that step about 1.7x
+    slower (``benchmarks/bench_chain_step.py``).
+    """
+    if K < LANES:
+        _vecmat_small(X, x0, M, m0, Kp, S, s0, O, o0, K, maxplus, scale)
+        return
+    for jb in range(0, Kp, 8 * LANES):
+        _vecmat_padded_block(X, x0, M, m0, S, s0, O, o0, K, Kp, jb, maxplus, scale)
 
 
 # --------------------------------------------------------------------------- max-product
@@ -394,8 +476,10 @@ def _kbest_chain(unary, s, L, pw, mat0, pw_stride, k, S, BI, BR, labels_out, sco
 
 @kernel
 def _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z):
-    """Scaled forward pass. ``a`` (L, K) gets the normalised forward messages (one row per
-    token), ``u`` (L, K) the shifted unary exponentials, ``z`` (L,) the step normalisers.
+    """Scaled forward pass. ``a`` (L, Kp) gets the normalised forward messages (one row per
+    token), ``u`` (L, Kp) the shifted unary exponentials, ``z`` (L,) the step normalisers.
+    ``E`` is (n, K, Kp) from ``scaled_exponentials(pw, Kp)``; columns ``K:Kp`` of ``u``
+    must be finite (the drivers allocate it with zeros and never write them).
 
     Returns ``(log_partition, ok)``; ``ok`` is False when a normaliser fell below
     ``_TINY`` (the caller then uses the log-space pass). ``log_partition`` is ``-inf``
@@ -405,12 +489,13 @@ def _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z):
     # matrix are folded in so that every entry of E stays in [0, 1]. The rows do not
     # depend on the recursion, so they are all computed first (and overlap in the CPU).
     K = unary.shape[1]
+    Kp = E.shape[2]
     up, cp, Ep = data_pointer(unary), data_pointer(colmax), data_pointer(E)
     ap, uu = data_pointer(a), data_pointer(u)
     logz = 0.0
     for t in range(L):
         m = (mat0 + t - 1) * pw_stride
-        shift = _exp_shifted_row(up, (s + t) * K, cp, m * K, t > 0, uu, t * K, K)
+        shift = _exp_shifted_row(up, (s + t) * K, cp, m * K, t > 0, uu, t * Kp, K)
         if shift == _NEG_INF:
             return _NEG_INF, True
         logz += shift
@@ -420,14 +505,16 @@ def _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z):
             src = uu
         else:
             m = (mat0 + t - 1) * pw_stride
-            _vecmat(ap, (t - 1) * K, Ep, m * K * K, uu, t * K, ap, t * K, K, False, True)
-            total = _row_sum(ap, t * K, K)
+            _vecmat_padded(
+                ap, (t - 1) * Kp, Ep, m * K * Kp, uu, t * Kp, ap, t * Kp, K, Kp, False, True
+            )
+            total = _row_sum(ap, t * Kp, K)
             src = ap
         z[t] = total
         if not total > _TINY:
             return _NEG_INF, False
         logz += math.log(total)
-        _row_scale(src, t * K, 1.0 / total, ap, t * K, K)
+        _row_scale(src, t * Kp, 1.0 / total, ap, t * Kp, K)
     return logz, True
 
 
@@ -436,25 +523,26 @@ def _backward_scaled(s, L, E, ET, mat0, pw_stride, a, u, z, beta, w, marg, edge,
     """Scaled backward pass on top of ``_forward_scaled``; writes node marginals into
     ``marg`` rows ``s:s+L`` and, when ``do_edge``, edge marginals into ``edge[e0:e0+L-1]``.
 
-    ``beta`` and ``w`` are (1, K) scratch. With this scaling every marginal row sums to
+    ``beta`` and ``w`` are (1, Kp) scratch. With this scaling every marginal row sums to
     one in exact arithmetic; an overflow or underflow anywhere in the pass propagates to
     the first row (as inf, NaN or a lost sum), so checking that row is enough. Returns
     False when the check fails (the caller then uses the log-space pass).
     """
-    K = a.shape[1]
+    K = marg.shape[1]
+    Kp = E.shape[2]
     Ep, ETp, ap, up = data_pointer(E), data_pointer(ET), data_pointer(a), data_pointer(u)
     bp, wp, mp, ep = data_pointer(beta), data_pointer(w), data_pointer(marg), data_pointer(edge)
     for j in range(K):
         beta[0, j] = 1.0
-    _row_scale(ap, (L - 1) * K, 1.0, mp, (s + L - 1) * K, K)
+    _row_scale(ap, (L - 1) * Kp, 1.0, mp, (s + L - 1) * K, K)
     for t in range(L - 2, -1, -1):
         m = (mat0 + t) * pw_stride
-        _row_mul(up, (t + 1) * K, bp, 0, 1.0 / z[t + 1], wp, 0, K)
+        _row_mul(up, (t + 1) * Kp, bp, 0, 1.0 / z[t + 1], wp, 0, K)
         if do_edge:  # p(y_t = i, y_t+1 = j) = a[t, i] E[m, i, j] w[j]
             for i in range(K):
-                _row_mul(Ep, (m * K + i) * K, wp, 0, a[t, i], ep, ((e0 + t) * K + i) * K, K)
-        _vecmat(wp, 0, ETp, m * K * K, wp, 0, bp, 0, K, False, False)
-        _row_mul(ap, t * K, bp, 0, 1.0, mp, (s + t) * K, K)
+                _row_mul(Ep, (m * K + i) * Kp, wp, 0, a[t, i], ep, ((e0 + t) * K + i) * K, K)
+        _vecmat_padded(wp, 0, ETp, m * K * Kp, wp, 0, bp, 0, K, Kp, False, False)
+        _row_mul(ap, t * Kp, bp, 0, 1.0, mp, (s + t) * K, K)
     total = _row_sum(mp, s * K, K)
     return abs(total - 1.0) < 1e-9
 
@@ -546,6 +634,7 @@ def infer_batch(
     """
     n_chains = offsets.shape[0] - 1
     K = unary.shape[1]
+    Kp = E.shape[2]
     n_chunks = (n_chains + chunk - 1) // chunk
     for b in prange(n_chunks):
         c0 = b * chunk
@@ -554,11 +643,11 @@ def infer_batch(
         for c in range(c0, c1):
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
         v = np.empty((Lmax, K))
-        a = np.empty((Lmax, K))
-        u = np.empty((Lmax, K))
+        a = np.zeros((Lmax, Kp))
+        u = np.zeros((Lmax, Kp))
         z = np.empty(Lmax)
-        beta = np.empty((1, K))
-        w = np.empty((1, K))
+        beta = np.zeros((1, Kp))
+        w = np.zeros((1, Kp))
         la = np.empty((Lmax, K))
         lb = np.empty((Lmax, K))
         for c in range(c0, c1):
@@ -693,8 +782,8 @@ def constrained_log_partition_batch(
             out[q] = 0.0
             continue
         buf = np.empty((L, K))
-        a = np.empty((L, K))
-        u = np.empty((L, K))
+        a = np.zeros((L, E.shape[2]))
+        u = np.zeros((L, E.shape[2]))
         z = np.empty(L)
         la = np.empty((L, K))
         lb = np.empty((L, K))

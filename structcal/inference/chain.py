@@ -202,7 +202,7 @@ def infer(
     pw, stride = p._pairwise3()
     K = p.n_states
     if marginals:
-        E, ET, colmax = _chain.scaled_exponentials(pw)
+        E, ET, colmax = _chain.scaled_exponentials(pw, _chain.padded_width(K))
     else:
         E = ET = np.empty((0, K, K))
         colmax = np.empty((0, K))
@@ -476,7 +476,7 @@ def constrained_log_partition(
             f"(length {lengths[i]}) in query {q}"
         )
     pw, stride = p._pairwise3()
-    E, _, colmax = _chain.scaled_exponentials(pw)
+    E, _, colmax = _chain.scaled_exponentials(pw, _chain.padded_width(p.n_states))
     out = np.empty(n_q)
     _chain.constrained_log_partition_batch(
         p.unary, p.offsets, p.edge_offsets, pw, stride, E, colmax,
