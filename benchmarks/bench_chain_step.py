@@ -20,7 +20,18 @@ import numpy as np
 from numba import njit
 
 from structcal._simd import data_pointer
-from structcal.inference._chain import _vecmat, _vecmat_padded, padded_width
+from structcal.inference._chain import (
+    _vecmat,
+    _vecmat_padded,
+    padded_width,
+    zeros_rows,
+)
+
+
+def _pad(A, width):
+    out = zeros_rows(A.shape[0], width)
+    out[:, : A.shape[1]] = A
+    return out
 
 
 @njit
@@ -44,10 +55,9 @@ def time_steps(K, maxplus, steps, repeats, rng):
     if maxplus:
         M, X, S = np.log(M), np.log(X), np.zeros((1, K))
     else:
+        # padded and 64-byte aligned, as the chain kernels lay them out
         Kp = padded_width(K)
-        M = np.pad(M, ((0, 0), (0, 0), (0, Kp - K)))
-        X = np.pad(X, ((0, 0), (0, Kp - K)))
-        S = np.pad(np.ones((1, K)), ((0, 0), (0, Kp - K)))
+        M, X, S = _pad(M[0], Kp)[None], _pad(X, Kp), _pad(np.ones((1, K)), Kp)
     _steps(X, M, S, 10, maxplus)
     times = []
     for _ in range(repeats):

@@ -22,6 +22,7 @@ from structcal.inference._chain import (
     _vecmat_padded,
     padded_width,
     scaled_exponentials,
+    zeros_rows,
 )
 
 K_ALL = list(range(1, 41)) + [47, 64, 65]
@@ -104,6 +105,7 @@ def test_vecmat_padded_matches_numpy(K):
     pw[rng.random(pw.shape) < 0.2] = -np.inf
     E, ET, colmax = scaled_exponentials(pw, Kp)
     assert E.shape == ET.shape == (2, K, Kp)
+    assert E.ctypes.data % 64 == 0 and ET.ctypes.data % 64 == 0
     # padding is zero; E is exp(pw - colmax), ET its transpose
     assert not E[:, :, K:].any() and not ET[:, :, K:].any()
     with np.errstate(invalid="ignore"):
@@ -127,6 +129,13 @@ def test_vecmat_padded_matches_numpy(K):
     _vecmat_padded_call(L, 0, M, 1, S, 1, O, 2, True, True)
     np.testing.assert_array_equal(O[2, :K], expected + S[1, :K])
     np.testing.assert_array_equal(O[2, K:], -np.inf)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (7, 32), (100, 64)])
+def test_zeros_rows_are_aligned_zeros(shape):
+    A = zeros_rows(*shape)
+    assert A.shape == shape and A.flags.c_contiguous and A.ctypes.data % 64 == 0
+    assert not A.any()
 
 
 def test_scaled_exponentials_rejects_a_narrow_width():

@@ -28,6 +28,7 @@ from ..inference._chain import (
     _forward_backward_log,
     _forward_scaled,
     _viterbi_chain,
+    zeros_rows,
 )
 
 
@@ -45,11 +46,11 @@ def _expected_statistics_chunk(
     Lmax = 1
     for c in range(c0, c1):
         Lmax = max(Lmax, offsets[c + 1] - offsets[c])
-    a = np.zeros((Lmax, Kp))
-    u = np.zeros((Lmax, Kp))
+    a = zeros_rows(Lmax, Kp)
+    u = zeros_rows(Lmax, Kp)
     z = np.empty(Lmax)
-    beta = np.zeros((1, Kp))
-    w = np.zeros((1, Kp))
+    beta = zeros_rows(1, Kp)
+    w = zeros_rows(1, Kp)
     la = np.empty((Lmax, K))
     lb = np.empty((Lmax, K))
     edge = np.empty((Lmax, K, K))

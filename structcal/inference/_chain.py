@@ -40,7 +40,7 @@ runs :func:`_vecmat` on the user's unpadded potentials (vectors past column K ar
 to start at K - 4); the sum-product passes run :func:`_vecmat_padded` on the padded
 exponentials, where every load is at a fixed offset from its row. The helpers take raw
 data pointers and flat offsets, so calling them costs no reference counting.
-``benchmarks/bench_chain_step.py`` times one step (K = 26: about 63 ns max-plus, 38 ns
+``benchmarks/bench_chain_step.py`` times one step (K = 26: about 60 ns max-plus, 37 ns
 sum-product on one core of the development machine).
 
 Status codes written by the drivers: 0 = ok, 1 = infeasible (every labeling is ``-inf``),
@@ -92,21 +92,41 @@ def scaled_exponentials(pw, width=None):
 
     ``E[m, i, j] = exp(pw[m, i, j] - colmax[m, j])`` and ``ET[m, j, i] = E[m, i, j]``,
     both of shape (n, K, width) with zeros in columns ``K:width`` (``width`` defaults
-    to K; the sum-product chain kernels use :func:`padded_width`).
+    to K; the sum-product chain kernels use :func:`padded_width`). ``E`` and ``ET``
+    start on a 64-byte boundary, so with a padded width no 4-lane load of their rows
+    straddles two cache lines.
     """
-    K = pw.shape[1]
+    n, K = pw.shape[0], pw.shape[1]
     width = K if width is None else int(width)
     if width < K:
         raise ValueError(f"width must be at least n_states={K}; got {width}")
-    return _scaled_exponentials(pw, width)
+    E = _zeros_aligned((n, K, width))
+    ET = _zeros_aligned((n, K, width))
+    colmax = np.empty((n, K))
+    _fill_scaled_exponentials(pw, E, ET, colmax)
+    return E, ET, colmax
+
+
+def _zeros_aligned(shape, align=64):
+    """A zeroed C-contiguous float64 array whose data starts on an ``align``-byte boundary."""
+    size = int(np.prod(shape))
+    buf = np.zeros(size + align // 8)
+    start = (-buf.ctypes.data % align) // 8
+    return buf[start : start + size].reshape(shape)
 
 
 @kernel
-def _scaled_exponentials(pw, width):
+def zeros_rows(n, width):
+    """A zeroed (n, width) float64 array starting on a 64-byte boundary (the scratch rows
+    of the sum-product passes; with a padded width every row is aligned too)."""
+    buf = np.zeros(n * width + 8)
+    start = ((64 - buf.ctypes.data % 64) % 64) // 8
+    return buf[start : start + n * width].reshape((n, width))
+
+
+@kernel
+def _fill_scaled_exponentials(pw, E, ET, colmax):
     n, K, _ = pw.shape
-    E = np.zeros((n, K, width))
-    ET = np.zeros((n, K, width))
-    colmax = np.empty((n, K))
     for m in range(n):
         for j in range(K):
             c = _NEG_INF
@@ -120,7 +140,6 @@ def _scaled_exponentials(pw, width):
                 e = exp_nonpositive(pw[m, i, j] - c)
                 E[m, i, j] = e
                 ET[m, j, i] = e
-    return E, ET, colmax
 
 
 # Helpers for the hot loops. They take raw pointers (``data_pointer``) and flat element
@@ -643,11 +662,11 @@ def infer_batch(
         for c in range(c0, c1):
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
         v = np.empty((Lmax, K))
-        a = np.zeros((Lmax, Kp))
-        u = np.zeros((Lmax, Kp))
+        a = zeros_rows(Lmax, Kp)
+        u = zeros_rows(Lmax, Kp)
         z = np.empty(Lmax)
-        beta = np.zeros((1, Kp))
-        w = np.zeros((1, Kp))
+        beta = zeros_rows(1, Kp)
+        w = zeros_rows(1, Kp)
         la = np.empty((Lmax, K))
         lb = np.empty((Lmax, K))
         for c in range(c0, c1):
@@ -782,8 +801,8 @@ def constrained_log_partition_batch(
             out[q] = 0.0
             continue
         buf = np.empty((L, K))
-        a = np.zeros((L, E.shape[2]))
-        u = np.zeros((L, E.shape[2]))
+        a = zeros_rows(L, E.shape[2])
+        u = zeros_rows(L, E.shape[2])
         z = np.empty(L)
         la = np.empty((L, K))
         lb = np.empty((L, K))

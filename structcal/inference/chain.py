@@ -182,6 +182,13 @@ def infer(
     potentials span too many orders of magnitude for it are recomputed in log space
     (reported in ``n_fallback``). Both are exact up to rounding.
 
+    Memory: besides the outputs, forward-backward builds two scaled copies of the
+    pairwise potentials with rows padded to ``Kp`` columns, ``Kp`` = K rounded up to a
+    multiple of 32 (K below 4: K itself), i.e. ``2 * n_mats * K * Kp * 8`` bytes where
+    ``n_mats`` is 1 for a shared matrix and ``n_edges`` for per-edge matrices (13 KB
+    per edge for K = 26, 2.5 KB for K = 5), plus per-thread scratch for the longest
+    chain.
+
     References
     ----------
     L. R. Rabiner, *A tutorial on hidden Markov models and selected applications in
