@@ -5,8 +5,6 @@ matplotlib is imported only when a function here is called (``pip install struct
 
 from __future__ import annotations
 
-import numpy as np
-
 from ._validation import describe
 from .exceptions import ParameterTypeError
 

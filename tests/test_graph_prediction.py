@@ -8,7 +8,7 @@ import pytest
 from structcal import GraphPotentials, StructuredPrediction, StructuredRecalibrator
 from structcal.events import AnyLabel, LabelAt, MAPEvent, MarginalEvent, build_events
 from structcal.exceptions import ConvergenceWarning
-from structcal.inference.exact import exact_chain, exact_graph
+from structcal.inference.exact import exact_graph
 from structcal.potentials import ChainPotentials
 
 from ._graph_problems import random_graphs

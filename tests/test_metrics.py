@@ -6,6 +6,7 @@ import pytest
 from structcal.exceptions import ParameterError, ParameterTypeError
 from structcal.metrics import (
     SparseBinsWarning,
+    _kernels,
     binned_calibration_error,
     calibration_error,
     debiased_calibration_error,
@@ -14,7 +15,6 @@ from structcal.metrics import (
     reliability_curve,
     silverman_bandwidth,
 )
-from structcal.metrics import _kernels
 
 # ---------------------------------------------------------------------------------------
 # a synthetic forecaster with a closed-form calibration error:

@@ -10,8 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from structcal.online import OnlineRecalibrator, bucket_homes, recalibrate_online
-from structcal.online import _kernels
+from structcal.online import OnlineRecalibrator, _kernels, bucket_homes, recalibrate_online
 from structcal.online.recalibrator import _seed_state
 
 from . import _online_reference as ref

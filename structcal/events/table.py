@@ -6,9 +6,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .. import features as _features
 from .._validation import as_int_array, describe
 from ..exceptions import ParameterError, ParameterTypeError
-from .. import features as _features
 from .kinds import EventKind
 
 __all__ = ["EventTable", "build_events"]
