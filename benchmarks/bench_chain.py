@@ -2,7 +2,12 @@
 
 Times, from unary potentials already computed (26 states, the OCR test split's word
 lengths, mean 7.65), (a) Viterbi and (b) Viterbi + all node marginals + log-partition,
-through the public ``structcal.inference.infer`` call, on 1 thread and on all threads.
+through the public ``structcal.inference.infer`` call, on 1 thread and on all threads;
+then the same two tasks with one pairwise matrix per edge (the shipped transition matrix
+plus N(0, 0.1) noise, as an outside model such as a neural net would supply them) on
+the test words once (``*_per_edge`` rows and keys; 5.4 KB of potentials per edge).
+A fresh process also records how much its peak memory grows during one such call on
+the test words x3 (``per_edge_memory_*`` keys).
 Prints a table (median and range of ``--repeats`` runs) or, with ``--json``, one JSON
 object. JIT compilation is timed separately, in fresh interpreters: the first calls of
 every driver used here (serial and parallel, MAP only and MAP + marginals) with an empty
@@ -49,6 +54,18 @@ def ocr_potentials(copies: int):
     return big, source, test
 
 
+def per_edge_copy(p, copies, seed=0):
+    """The first ``1 / copies`` of ``p`` (one copy of the test words) with one pairwise
+    matrix per edge: the shared matrix plus N(0, 0.1) noise."""
+    n = p.n_chains // copies
+    one = p.subset(np.arange(n))
+    rng = np.random.default_rng(seed)
+    pw = np.repeat(p.pairwise[None], one.n_edges, axis=0)
+    for i in range(0, one.n_edges, 4096):  # in blocks: no temporary as large as pw
+        pw[i : i + 4096] += rng.normal(scale=0.1, size=pw[i : i + 4096].shape)
+    return ChainPotentials(one.unary, one.offsets, pw)
+
+
 _FIRST_CALLS = """
 import time, numpy as np
 t = time.perf_counter()
@@ -62,6 +79,44 @@ for n_words in (2, 1000):   # below and above the size at which batches run in p
     infer(p, map=True, marginals=True)
 print(time.perf_counter() - t)
 """
+
+
+_PEAK_MEMORY = """
+import resource, sys
+import numpy as np
+sys.path.insert(0, {bench_dir!r})
+from bench_chain import ocr_potentials, per_edge_copy
+from structcal import ChainPotentials
+from structcal.inference import infer
+copies = {copies}
+p = per_edge_copy(ocr_potentials(copies)[0], 1, seed=0)
+infer(p.subset(np.arange(1000)))  # compile first (the parallel driver too: >= 4096 tokens)
+def status_mib(key):
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith(key)) / 1024
+try:  # Linux: reset the peak (VmHWM) to the current resident size
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = status_mib("VmRSS:")
+    infer(p)
+    after = status_mib("VmHWM:")
+except OSError:  # elsewhere: the process's peak so far (may hide a smaller growth)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    infer(p)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(p.pairwise.nbytes / 2**20, p.n_edges, after - before)
+"""
+
+
+def per_edge_peak_memory(copies=3):
+    """Growth of the resident memory (MiB) of a fresh process, peak during one
+    ``infer(map=True, marginals=True)`` call on per-edge potentials for the test words
+    ``copies`` times; returns ``(pairwise MiB, n_edges, growth MiB)``. The growth includes
+    the outputs (about 10 MiB here)."""
+    code = _PEAK_MEMORY.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), copies=copies)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    mib, n_edges, extra = out.stdout.split()
+    return float(mib), int(n_edges), float(extra)
 
 
 def first_call_seconds(cache_dir):
@@ -135,8 +190,10 @@ def main():
         compile_seconds = first_call_seconds(cache_dir)
         compile_warm = first_call_seconds(cache_dir)
 
+    pe_mib, pe_edges, pe_extra = per_edge_peak_memory()
     p, source, test = ocr_potentials(args.copies)
     n_words = p.n_chains
+    per_edge = per_edge_copy(p, args.copies)
 
     all_threads = numba.config.NUMBA_NUM_THREADS
     results = {}
@@ -144,13 +201,15 @@ def main():
     for threads in (1, all_threads):
         numba.set_num_threads(threads)
         tag = "1thread" if threads == 1 else "all_threads"
-        for name, kwargs in (
-            ("viterbi", dict(map=True, marginals=False)),
-            ("viterbi_marginals", dict(map=True, marginals=True)),
+        for name, pots, kwargs in (
+            ("viterbi", p, dict(map=True, marginals=False)),
+            ("viterbi_marginals", p, dict(map=True, marginals=True)),
+            ("viterbi_per_edge", per_edge, dict(map=True, marginals=False)),
+            ("viterbi_marginals_per_edge", per_edge, dict(map=True, marginals=True)),
         ):
-            infer(p, **kwargs)  # warm
-            times = time_call(lambda: infer(p, **kwargs), args.repeats)
-            wps = n_words / times
+            infer(pots, **kwargs)  # warm
+            times = time_call(lambda: infer(pots, **kwargs), args.repeats)
+            wps = pots.n_chains / times
             results[f"{name}_words_per_s_{tag}"] = float(np.median(wps))
             rows.append((name, threads, np.median(wps), wps.min(), wps.max()))
     numba.set_num_threads(all_threads)
@@ -160,6 +219,10 @@ def main():
         "compile_seconds": compile_seconds,
         "compile_seconds_warm_cache": compile_warm,
         "n_words_per_run": n_words,
+        "n_words_per_run_per_edge": per_edge.n_chains,
+        "per_edge_memory_pairwise_mib": pe_mib,
+        "per_edge_memory_n_edges": pe_edges,
+        "per_edge_memory_infer_peak_growth_mib": pe_extra,
         "mean_length": float(p.lengths.mean()),
         "n_states": p.n_states,
         "repeats": args.repeats,
@@ -177,9 +240,13 @@ def main():
           f"mean length {out['mean_length']:.2f}, {p.n_states} states ({source})")
     print(f"import + first calls in a fresh process: {compile_seconds:.2f} s with an empty JIT "
           f"cache, {compile_warm:.2f} s with a warm one")
-    print(f"{'task':<22}{'threads':>8}{'median words/s':>16}{'min':>12}{'max':>12}")
+    print(f"*_per_edge: one matrix per edge, the test words once ({per_edge.n_chains} words, "
+          f"{per_edge.n_edges} matrices, {per_edge.pairwise.nbytes / 2**20:.0f} MiB)")
+    print(f"peak memory growth during infer (MAP + marginals) on {pe_edges} per-edge matrices "
+          f"({pe_mib:.0f} MiB of potentials), outputs included: {pe_extra:.0f} MiB")
+    print(f"{'task':<28}{'threads':>8}{'median words/s':>16}{'min':>12}{'max':>12}")
     for name, threads, med, lo, hi in rows:
-        print(f"{name:<22}{threads:>8}{med:>16,.0f}{lo:>12,.0f}{hi:>12,.0f}")
+        print(f"{name:<28}{threads:>8}{med:>16,.0f}{lo:>12,.0f}{hi:>12,.0f}")
     if cs:
         for k, v in cs.items():
             print(f"{k:<40}{v:>12,.0f}")

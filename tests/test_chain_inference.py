@@ -249,6 +249,36 @@ def test_shared_equals_per_edge_copy(rng):
     np.testing.assert_allclose(a.edge_marginals, b.edge_marginals, atol=1e-14)
 
 
+@pytest.mark.parametrize("n_states", [3, 26])
+@pytest.mark.parametrize("n_chains", [300, 900])  # serial / parallel driver (by token count)
+def test_per_edge_batch_matches_chain_by_chain(n_states, n_chains):
+    """Per-edge matrices are exponentiated per chain in scratch shared by a chunk of chains
+    of mixed lengths (0 and 1 included): every chain's results, and single-position
+    queries in shuffled order, must equal that chain's own."""
+    rng = np.random.default_rng(n_states + n_chains)
+    lengths = rng.integers(0, 12, size=n_chains)
+    p = random_chains(rng, n_states, lengths, scale=4.0, shared=False, neginf=0.1)
+    assert (p.n_tokens >= 4096) == (n_chains == 900)
+    r = infer(p, edge_marginals=True)
+    assert r.n_fallback == 0  # the fast pass, which uses the exponentials, ran everywhere
+    for c in range(p.n_chains):
+        one = infer(p.chain(c), edge_marginals=True)
+        s, t = p.offsets[c], p.offsets[c + 1]
+        e0, e1 = p.edge_offsets[c], p.edge_offsets[c + 1]
+        np.testing.assert_array_equal(r.map_labels[s:t], one.map_labels)
+        np.testing.assert_allclose(r.log_partition[c], one.log_partition[0], rtol=1e-13)
+        np.testing.assert_allclose(r.marginals[s:t], one.marginals, atol=1e-13)
+        np.testing.assert_allclose(r.edge_marginals[e0:e1], one.edge_marginals, atol=1e-13)
+    # runs of queries on one chain (the exponentials are reused) and interleaved chains
+    chains = np.repeat(np.flatnonzero(p.lengths > 0), 2)
+    chains = np.concatenate([chains, rng.permutation(chains)])
+    pos = (rng.random(chains.shape[0]) * p.lengths[chains]).astype(np.int64)
+    lab = rng.integers(0, n_states, size=chains.shape[0])
+    queries = [(int(c), {int(t): int(a)}) for c, t, a in zip(chains, pos, lab)]
+    got = assignment_probability(p, queries)
+    np.testing.assert_allclose(got, r.marginals[p.offsets[chains] + pos, lab], atol=1e-12)
+
+
 def test_zero_potentials_count_labelings():
     # log Z of all-zero potentials is L log K, marginals uniform
     p = ChainPotentials.from_list([np.zeros((L, 3)) for L in (1, 2, 5)], np.zeros((3, 3)))

@@ -15,6 +15,7 @@ from structcal._numba import exp_nonpositive
 from structcal._simd import LANES, data_pointer, vload, vstore
 from structcal.inference._chain import (
     _exp_shifted_row,
+    _fill_scaled_exponentials,
     _row_mul,
     _row_scale,
     _row_sum,
@@ -22,6 +23,7 @@ from structcal.inference._chain import (
     _vecmat_padded,
     padded_width,
     scaled_exponentials,
+    zeros_matrices,
     zeros_rows,
 )
 
@@ -136,6 +138,29 @@ def test_zeros_rows_are_aligned_zeros(shape):
     A = zeros_rows(*shape)
     assert A.shape == shape and A.flags.c_contiguous and A.ctypes.data % 64 == 0
     assert not A.any()
+
+
+@pytest.mark.parametrize("K", K_ALL)
+def test_fill_scaled_exponentials_from_an_offset(K):
+    """The per-chain fill (per-edge matrices ``m0 .. m0 + n - 1`` into scratch) against
+    NumPy: column maxima (0 for a column that is ``-inf`` throughout), exponentials,
+    transpose, padding left zero, nothing written past row ``n``."""
+    rng = np.random.default_rng(400 + K)
+    Kp = padded_width(K)
+    pw = rng.normal(size=(5, K, K)) * 20
+    pw[rng.random(pw.shape) < 0.2] = -np.inf
+    pw[3, :, K // 2] = -np.inf
+    E, ET = zeros_matrices(3, K, Kp), zeros_matrices(3, K, Kp)
+    assert E.shape == (3, K, Kp) and E.ctypes.data % 64 == 0 and ET.ctypes.data % 64 == 0
+    colmax = np.full((3, K), np.nan)
+    _fill_scaled_exponentials(pw, 2, 2, E, ET, colmax)
+    want = pw[2:4].max(axis=1)
+    want[want == -np.inf] = 0.0
+    np.testing.assert_array_equal(colmax[:2], want)
+    assert colmax[1, K // 2] == 0.0 and np.isnan(colmax[2]).all()
+    np.testing.assert_allclose(E[:2, :, :K], np.exp(pw[2:4] - want[:, None, :]), rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(ET[:2, :, :K], E[:2, :, :K].transpose(0, 2, 1))
+    assert not E[:, :, K:].any() and not ET[:, :, K:].any() and not E[2].any() and not ET[2].any()
 
 
 def test_scaled_exponentials_rejects_a_narrow_width():

@@ -15,7 +15,9 @@ Layout shared by every kernel
     entry of ``E`` is in [0, 1] and each column has a 1 unless it is all ``-inf``. Their
     rows are padded with zeros to ``Kp = padded_width(K)`` columns (a multiple of 32), and
     so are the sum-product scratch rows (forward messages, unary exponentials, backward
-    messages); outputs (marginals) are never padded.
+    messages); outputs (marginals) are never padded. A shared matrix is exponentiated once
+    per batch; per-edge matrices are exponentiated chain by chain into per-thread scratch
+    (:func:`_fill_scaled_exponentials`), so memory does not grow with the batch.
 
 Numerics
 --------
@@ -103,7 +105,7 @@ def scaled_exponentials(pw, width=None):
     E = _zeros_aligned((n, K, width))
     ET = _zeros_aligned((n, K, width))
     colmax = np.empty((n, K))
-    _fill_scaled_exponentials(pw, E, ET, colmax)
+    _fill_scaled_exponentials(pw, 0, n, E, ET, colmax)
     return E, ET, colmax
 
 
@@ -125,21 +127,72 @@ def zeros_rows(n, width):
 
 
 @kernel
-def _fill_scaled_exponentials(pw, E, ET, colmax):
-    n, K, _ = pw.shape
-    for m in range(n):
+def zeros_matrices(n, K, width):
+    """Return a zeroed (n, K, width) float64 array starting on a 64-byte boundary.
+
+    It holds one chain's scaled exponentials of per-edge potentials.
+    """
+    return zeros_rows(n * K, width).reshape((n, K, width))
+
+
+@kernel
+def _exponentials_or_scratch(local, Lmax, E, ET, colmax):
+    """Return ``(E, ET, colmax)`` as given, or per-chain scratch when ``local``.
+
+    The scratch is zeroed, of the same width, and holds the per-edge matrices of one chain
+    of up to ``Lmax`` tokens.
+    """
+    if local:
+        K, Kp = E.shape[1], E.shape[2]
+        n = max(Lmax - 1, 0)
+        return zeros_matrices(n, K, Kp), zeros_matrices(n, K, Kp), np.zeros((n, K))
+    return E, ET, colmax
+
+
+@kernel
+def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax):
+    """Write ``E[q]``, ``ET[q]`` and ``colmax[q]`` from ``pw[m0 + q]`` for ``q < n``.
+
+    See :func:`scaled_exponentials`; the padding columns ``K:Kp`` of ``E`` and ``ET`` are
+    not touched. Column maxima and exponentials go 4 lanes at a time along the rows of
+    ``pw`` (the last vector of a row is clamped to end at column K, rewriting a few
+    entries with the same values); the transpose is a scalar pass.
+    """
+    K = pw.shape[1]
+    Kp = E.shape[2]
+    P, Ep, ETp, Cp = data_pointer(pw), data_pointer(E), data_pointer(ET), data_pointer(colmax)
+    for q in range(n):
+        src = (m0 + q) * K * K
+        c0 = q * K
+        if K < LANES:
+            for j in range(K):
+                c = _NEG_INF
+                for i in range(K):
+                    c = max(c, P[src + i * K + j])
+                Cp[c0 + j] = c
+        else:
+            for jb in range(0, K, LANES):
+                j = min(jb, K - LANES)
+                acc = vsplat(_NEG_INF)
+                for i in range(K):
+                    acc = max(acc, vload(P, src + i * K + j))
+                vstore(Cp, c0 + j, acc)
         for j in range(K):
-            c = _NEG_INF
-            for i in range(K):
-                if pw[m, i, j] > c:
-                    c = pw[m, i, j]
-            if c == _NEG_INF:
-                c = 0.0  # column forbidden everywhere: E[:, j] = 0
-            colmax[m, j] = c
-            for i in range(K):
-                e = exp_nonpositive(pw[m, i, j] - c)
-                E[m, i, j] = e
-                ET[m, j, i] = e
+            if Cp[c0 + j] == _NEG_INF:
+                Cp[c0 + j] = 0.0  # column forbidden everywhere: E[:, j] = 0
+        for i in range(K):
+            r = src + i * K
+            o = (q * K + i) * Kp
+            if K < LANES:
+                for j in range(K):
+                    Ep[o + j] = exp_nonpositive(P[r + j] - Cp[c0 + j])
+            else:
+                for jb in range(0, K, LANES):
+                    j = min(jb, K - LANES)
+                    vstore(Ep, o + j, exp_nonpositive(vload(P, r + j) - vload(Cp, c0 + j)))
+        for i in range(K):
+            for j in range(K):
+                ETp[(q * K + j) * Kp + i] = Ep[(q * K + i) * Kp + j]
 
 
 # Helpers for the hot loops. They take raw pointers (``data_pointer``) and flat element
@@ -609,11 +662,16 @@ def _forward_backward_log(unary, s, L, pw, mat0, pw_stride, la, lb, marg, edge, 
 
 @kernel
 def _infer_chain(
-    unary, s, L, pw, E, ET, colmax, mat0, pw_stride, e0,
+    unary, s, L, pw, E, ET, colmax, mat0, emat0, pw_stride, e0,
     do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb,
     labels, marg, edge,
 ):
-    """MAP and/or marginals of one chain. Returns ``(map_score, log_partition, status)``."""
+    """MAP and/or marginals of one chain. Returns ``(map_score, log_partition, status)``.
+
+    The chain's edge ``t`` uses ``pw[(mat0 + t) * pw_stride]`` and its scaled exponentials
+    ``E[(emat0 + t) * pw_stride]`` (``emat0`` is 0 when ``E`` holds this chain's matrices
+    only).
+    """
     score = 0.0
     logz = 0.0
     status = STATUS_OK
@@ -624,12 +682,12 @@ def _infer_chain(
         if score == _NEG_INF:
             return score, _NEG_INF, STATUS_INFEASIBLE
     if do_marg:
-        logz, ok = _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z)
+        logz, ok = _forward_scaled(unary, s, L, pw, E, colmax, emat0, pw_stride, a, u, z)
         if ok and logz == _NEG_INF:
             return _NEG_INF, _NEG_INF, STATUS_INFEASIBLE
         if ok:
             ok = _backward_scaled(
-                s, L, E, ET, mat0, pw_stride, a, u, z, beta, w, marg, edge, e0, do_edge
+                s, L, E, ET, emat0, pw_stride, a, u, z, beta, w, marg, edge, e0, do_edge
             )
         if not ok:
             logz = _forward_backward_log(
@@ -650,10 +708,15 @@ def infer_batch(
     """Viterbi and/or forward-backward over every chain, ``prange`` over chunks of chains.
 
     Scratch is allocated once per chunk of ``chunk`` chains, sized for its longest chain.
+    With a shared matrix (``pw_stride == 0``) ``E, ET, colmax`` are its scaled
+    exponentials; with per-edge matrices they are ignored (only ``E.shape[2]``, the padded
+    width, is read) and each chain's are built in the chunk's scratch just before its
+    forward pass, so memory stays per thread and the exponentials are still in cache.
     """
     n_chains = offsets.shape[0] - 1
     K = unary.shape[1]
     Kp = E.shape[2]
+    local = pw_stride != 0 and do_marg
     n_chunks = (n_chains + chunk - 1) // chunk
     for b in prange(n_chunks):
         c0 = b * chunk
@@ -661,6 +724,7 @@ def infer_batch(
         Lmax = 1
         for c in range(c0, c1):
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
+        Ec, ETc, colc = _exponentials_or_scratch(local, Lmax, E, ET, colmax)
         v = np.empty((Lmax, K))
         a = zeros_rows(Lmax, Kp)
         u = zeros_rows(Lmax, Kp)
@@ -672,9 +736,14 @@ def infer_batch(
         for c in range(c0, c1):
             s = offsets[c]
             L = offsets[c + 1] - s
+            emat0 = edge_offsets[c]
+            if local:
+                _fill_scaled_exponentials(pw, emat0, max(L - 1, 0), Ec, ETc, colc)
+                emat0 = 0
             sc, lz, st = _infer_chain(
-                unary, s, L, pw, E, ET, colmax, edge_offsets[c], pw_stride, edge_offsets[c],
-                do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb, labels, marg, edge,
+                unary, s, L, pw, Ec, ETc, colc, edge_offsets[c], emat0, pw_stride,
+                edge_offsets[c], do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb,
+                labels, marg, edge,
             )
             scores[c] = sc
             logz[c] = lz
@@ -763,11 +832,15 @@ def pseudo_marginals_batch(unary, offsets, edge_offsets, pw, pw_stride, labels, 
 
 @kernel
 def _masked_log_partition(
-    unary, s, L, pw, E, colmax, mat0, pw_stride, cpos, callowed, k0, k1, buf, a, u, z, la, lb,
-    marg_dummy, edge_dummy,
+    unary, s, L, pw, E, colmax, mat0, emat0, pw_stride, cpos, callowed, k0, k1, buf, a, u, z,
+    la, lb, marg_dummy, edge_dummy,
 ):
-    """Log-partition of one chain with labels outside ``callowed[k]`` forbidden at position
-    ``cpos[k]`` for ``k0 <= k < k1``. ``buf`` is (L, K) scratch for the masked unary."""
+    """Log-partition of one chain with some labels forbidden.
+
+    Labels outside ``callowed[k]`` are forbidden at position ``cpos[k]`` for
+    ``k0 <= k < k1``. ``buf`` is (>= L, K) scratch for the masked unary; ``mat0`` and
+    ``emat0`` index ``pw`` and ``E`` as in :func:`_infer_chain`.
+    """
     K = unary.shape[1]
     for t in range(L):
         for j in range(K):
@@ -777,7 +850,7 @@ def _masked_log_partition(
         for j in range(K):
             if not callowed[q, j]:
                 buf[t, j] = _NEG_INF
-    logz, ok = _forward_scaled(buf, 0, L, pw, E, colmax, mat0, pw_stride, a, u, z)
+    logz, ok = _forward_scaled(buf, 0, L, pw, E, colmax, emat0, pw_stride, a, u, z)
     if not ok:
         logz = _forward_backward_log(
             buf, 0, L, pw, mat0, pw_stride, la, lb, marg_dummy, edge_dummy, 0, False
@@ -788,27 +861,50 @@ def _masked_log_partition(
 @batch_kernel
 def constrained_log_partition_batch(
     unary, offsets, edge_offsets, pw, pw_stride, E, colmax,
-    q_chain, q_offsets, cpos, callowed, out,
+    q_chain, q_offsets, cpos, callowed, chunk, out,
 ):
-    """Constrained log-partition of each query (``prange`` over queries)."""
+    """Constrained log-partition of each query (``prange`` over chunks of queries).
+
+    ``E`` and ``colmax`` are as in :func:`infer_batch`: with per-edge matrices a chain's
+    scaled exponentials are built in the chunk's scratch, once for each run of
+    consecutive queries on that chain.
+    """
     n_q = q_chain.shape[0]
     K = unary.shape[1]
-    for q in prange(n_q):
-        c = q_chain[q]
-        s = offsets[c]
-        L = offsets[c + 1] - s
-        if L == 0:
-            out[q] = 0.0
-            continue
-        buf = np.empty((L, K))
-        a = zeros_rows(L, E.shape[2])
-        u = zeros_rows(L, E.shape[2])
-        z = np.empty(L)
-        la = np.empty((L, K))
-        lb = np.empty((L, K))
-        marg_dummy = np.empty((L, K))
+    Kp = E.shape[2]
+    local = pw_stride != 0
+    n_chunks = (n_q + chunk - 1) // chunk
+    for b in prange(n_chunks):
+        q0 = b * chunk
+        q1 = min(n_q, q0 + chunk)
+        Lmax = 1
+        for q in range(q0, q1):
+            c = q_chain[q]
+            Lmax = max(Lmax, offsets[c + 1] - offsets[c])
+        Ec, ETc, colc = _exponentials_or_scratch(local, Lmax, E, E, colmax)
+        buf = np.empty((Lmax, K))
+        a = zeros_rows(Lmax, Kp)
+        u = zeros_rows(Lmax, Kp)
+        z = np.empty(Lmax)
+        la = np.empty((Lmax, K))
+        lb = np.empty((Lmax, K))
+        marg_dummy = np.empty((Lmax, K))
         edge_dummy = np.empty((0, K, K))
-        out[q] = _masked_log_partition(
-            unary, s, L, pw, E, colmax, edge_offsets[c], pw_stride, cpos, callowed,
-            q_offsets[q], q_offsets[q + 1], buf, a, u, z, la, lb, marg_dummy, edge_dummy,
-        )
+        filled = -1
+        for q in range(q0, q1):
+            c = q_chain[q]
+            s = offsets[c]
+            L = offsets[c + 1] - s
+            if L == 0:
+                out[q] = 0.0
+                continue
+            emat0 = edge_offsets[c]
+            if local:
+                if c != filled:
+                    _fill_scaled_exponentials(pw, emat0, L - 1, Ec, ETc, colc)
+                    filled = c
+                emat0 = 0
+            out[q] = _masked_log_partition(
+                unary, s, L, pw, Ec, colc, edge_offsets[c], emat0, pw_stride, cpos, callowed,
+                q_offsets[q], q_offsets[q + 1], buf, a, u, z, la, lb, marg_dummy, edge_dummy,
+            )

@@ -96,6 +96,20 @@ def _chunk(n_chains: int) -> int:
     return int(max(1, min(64, -(-n_chains // (8 * threads)))))
 
 
+def _scaled_exponentials(pw, stride, needed):
+    """Return ``(E, ET, colmax)`` for the sum-product drivers.
+
+    They are the shared matrix's, or empty arrays of the padded width when there is none
+    to share (per-edge matrices are exponentiated per chain inside the drivers) or no
+    sum-product pass is run.
+    """
+    K = pw.shape[1]
+    Kp = _chain.padded_width(K)
+    if needed and stride == 0:
+        return _chain.scaled_exponentials(pw, Kp)
+    return np.empty((0, K, Kp)), np.empty((0, K, Kp)), np.empty((0, K))
+
+
 def _check_potentials(potentials) -> ChainPotentials:
     if not isinstance(potentials, ChainPotentials):
         raise ParameterTypeError(
@@ -182,12 +196,11 @@ def infer(
     potentials span too many orders of magnitude for it are recomputed in log space
     (reported in ``n_fallback``). Both are exact up to rounding.
 
-    Memory: besides the outputs, forward-backward builds two scaled copies of the
-    pairwise potentials with rows padded to ``Kp`` columns, ``Kp`` = K rounded up to a
-    multiple of 32 (K below 4: K itself), i.e. ``2 * n_mats * K * Kp * 8`` bytes where
-    ``n_mats`` is 1 for a shared matrix and ``n_edges`` for per-edge matrices (13 KB
-    per edge for K = 26, 2.5 KB for K = 5), plus per-thread scratch for the longest
-    chain.
+    Memory: besides the outputs, each thread holds scratch for the longest chain of its
+    chunk: a few rows of ``Kp`` values per token, ``Kp`` = K rounded up to a multiple of
+    32 (K below 4: K itself), and, with per-edge pairwise potentials, two scaled copies
+    of that chain's matrices (``2 * K * Kp * 8`` bytes per edge, 13 KB for K = 26). A
+    shared matrix is exponentiated once for the batch.
 
     References
     ----------
@@ -208,11 +221,7 @@ def infer(
     marginals = bool(marginals or edge_marginals)
     pw, stride = p._pairwise3()
     K = p.n_states
-    if marginals:
-        E, ET, colmax = _chain.scaled_exponentials(pw, _chain.padded_width(K))
-    else:
-        E = ET = np.empty((0, K, K))
-        colmax = np.empty((0, K))
+    E, ET, colmax = _scaled_exponentials(pw, stride, marginals)
     labels = np.zeros(p.n_tokens, dtype=np.int64)
     scores = np.zeros(p.n_chains)
     logz = np.zeros(p.n_chains)
@@ -483,11 +492,11 @@ def constrained_log_partition(
             f"(length {lengths[i]}) in query {q}"
         )
     pw, stride = p._pairwise3()
-    E, _, colmax = _chain.scaled_exponentials(pw, _chain.padded_width(p.n_states))
+    E, _, colmax = _scaled_exponentials(pw, stride, True)
     out = np.empty(n_q)
     _chain.constrained_log_partition_batch(
         p.unary, p.offsets, p.edge_offsets, pw, stride, E, colmax,
-        chains, q_offsets, positions, allowed, out,
+        chains, q_offsets, positions, allowed, _chunk(n_q), out,
         work=int(p.lengths[chains].sum()) * 4,
     )
     return out
