@@ -54,16 +54,13 @@ def ocr_potentials(copies: int):
     return big, source, test
 
 
-def per_edge_copy(p, copies, seed=0):
-    """The first ``1 / copies`` of ``p`` (one copy of the test words) with one pairwise
-    matrix per edge: the shared matrix plus N(0, 0.1) noise."""
-    n = p.n_chains // copies
-    one = p.subset(np.arange(n))
+def per_edge_copy(p, seed=0):
+    """``p`` with one pairwise matrix per edge: its shared matrix plus N(0, 0.1) noise."""
     rng = np.random.default_rng(seed)
-    pw = np.repeat(p.pairwise[None], one.n_edges, axis=0)
-    for i in range(0, one.n_edges, 4096):  # in blocks: no temporary as large as pw
+    pw = np.repeat(p.pairwise[None], p.n_edges, axis=0)
+    for i in range(0, p.n_edges, 4096):  # in blocks: no temporary as large as pw
         pw[i : i + 4096] += rng.normal(scale=0.1, size=pw[i : i + 4096].shape)
-    return ChainPotentials(one.unary, one.offsets, pw)
+    return ChainPotentials(p.unary, p.offsets, pw)
 
 
 _FIRST_CALLS = """
@@ -86,10 +83,8 @@ import resource, sys
 import numpy as np
 sys.path.insert(0, {bench_dir!r})
 from bench_chain import ocr_potentials, per_edge_copy
-from structcal import ChainPotentials
 from structcal.inference import infer
-copies = {copies}
-p = per_edge_copy(ocr_potentials(copies)[0], 1, seed=0)
+p = per_edge_copy(ocr_potentials({copies})[0])
 infer(p.subset(np.arange(1000)))  # compile first (the parallel driver too: >= 4096 tokens)
 def status_mib(key):
     with open("/proc/self/status") as f:
@@ -193,7 +188,7 @@ def main():
     pe_mib, pe_edges, pe_extra = per_edge_peak_memory()
     p, source, test = ocr_potentials(args.copies)
     n_words = p.n_chains
-    per_edge = per_edge_copy(p, args.copies)
+    per_edge = per_edge_copy(p.subset(np.arange(n_words // args.copies)))  # test words once
 
     all_threads = numba.config.NUMBA_NUM_THREADS
     results = {}

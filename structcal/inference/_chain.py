@@ -102,19 +102,11 @@ def scaled_exponentials(pw, width=None):
     width = K if width is None else int(width)
     if width < K:
         raise ValueError(f"width must be at least n_states={K}; got {width}")
-    E = _zeros_aligned((n, K, width))
-    ET = _zeros_aligned((n, K, width))
+    E = zeros_matrices(n, K, width)
+    ET = zeros_matrices(n, K, width)
     colmax = np.empty((n, K))
     _fill_scaled_exponentials(pw, 0, n, E, ET, colmax)
     return E, ET, colmax
-
-
-def _zeros_aligned(shape, align=64):
-    """A zeroed C-contiguous float64 array whose data starts on an ``align``-byte boundary."""
-    size = int(np.prod(shape))
-    buf = np.zeros(size + align // 8)
-    start = (-buf.ctypes.data % align) // 8
-    return buf[start : start + size].reshape(shape)
 
 
 @kernel
