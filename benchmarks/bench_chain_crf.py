@@ -80,7 +80,7 @@ def bench_objective(Z, data, repeats):
     from structcal.inference._chain import padded_width, scaled_exponentials
 
     pw = np.ascontiguousarray(T)[None]
-    E, ET, colmax = scaled_exponentials(pw, padded_width(pw.shape[1]))
+    E, ET, colmax, spread = scaled_exponentials(pw, padded_width(pw.shape[1]))
     out["forward_backward_kernel"] = timed(
         lambda: _chain_kernels.expected_statistics(
             U,
@@ -89,6 +89,7 @@ def bench_objective(Z, data, repeats):
             E,
             ET,
             colmax,
+            spread,
             problem.chunk,
             problem.marg,
             problem.edge_sum,

@@ -26,7 +26,7 @@ unchecked Numba indexing. :func:`vmax` is ``a if a > b else b`` lane by lane (on
 Everything compiles to plain LLVM vector instructions: no fast-math flags, so results are
 those of the scalar IEEE operations, lane by lane.
 
-``+``, ``-``, ``*`` and ``max`` work on :data:`f64x4` values (and between a vector and a
+``+``, ``-``, ``*``, ``max`` and ``min`` work on :data:`f64x4` values (and between a vector and a
 float, which is broadcast), so one piece of code, such as the polynomial of
 :func:`structcal._numba.exp_nonpositive`, serves scalars and vectors alike.
 """
@@ -41,7 +41,7 @@ from numba.extending import intrinsic, models, overload, register_model
 
 __all__ = [
     "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat", "vadd", "vsub", "vmul",
-    "vmax", "vsum", "vhmax", "fma", "pow2_rounded", "where_ge",
+    "vmax", "vmin", "vsum", "vhmax", "vhmin", "fma", "pow2_rounded", "where_ge",
 ]
 
 #: Number of float64 lanes in an :data:`f64x4`.
@@ -175,6 +175,8 @@ vsub = _binary("vsub", lambda b, x, y: b.fsub(x, y))
 vmul = _binary("vmul", lambda b, x, y: b.fmul(x, y))
 #: Lane-wise ``a if a > b else b`` (one ``maxpd``; exact for ``-inf``).
 vmax = _binary("vmax", lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
+#: Lane-wise ``a if a < b else b`` (exact for ``inf``).
+vmin = _binary("vmin", lambda b, x, y: b.select(b.fcmp_ordered("<", x, y), x, y))
 
 
 def _is_number(t):
@@ -288,6 +290,8 @@ def _horizontal(name, combine):
 vsum = _horizontal("vsum", lambda b, x, y: b.fadd(x, y))
 #: The largest lane (``-inf`` if all are).
 vhmax = _horizontal("vhmax", lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
+#: The smallest lane (``inf`` if all are).
+vhmin = _horizontal("vhmin", lambda b, x, y: b.select(b.fcmp_ordered("<", x, y), x, y))
 
 
 # --------------------------------------------------------------------------- operators
@@ -312,3 +316,4 @@ overload(operator.add)(_operator(vadd))
 overload(operator.sub)(_operator(vsub))
 overload(operator.mul)(_operator(vmul))
 overload(max)(_operator(vmax))
+overload(min)(_operator(vmin))

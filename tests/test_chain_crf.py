@@ -123,13 +123,13 @@ def test_parallel_and_serial_likelihood_kernels_agree_bit_for_bit(scale):
     Z, offsets, labels = _random_problem(rng, n_chains=300, K=4, empty=True)
     U = scale * rng.standard_normal((Z.shape[0], 4))
     pw = scale * rng.standard_normal((1, 4, 4))
-    E, ET, colmax = scaled_exponentials(pw, padded_width(4))
+    E, ET, colmax, spread = scaled_exponentials(pw, padded_width(4))
     n, chunk = 300, 32
     out = []
     for run in (_chain_kernels.expected_statistics, _chain_kernels.expected_statistics_serial):
         n_chunks = -(-n // chunk)
         res = (np.empty_like(U), np.empty((n_chunks, 4, 4)), np.empty(n), np.empty(n, np.int64))
-        run(U, offsets, pw, E, ET, colmax, chunk, *res)
+        run(U, offsets, pw, E, ET, colmax, spread, chunk, *res)
         out.append(res)
     for a, b in zip(*out):
         np.testing.assert_array_equal(a, b)

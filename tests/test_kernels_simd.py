@@ -7,6 +7,8 @@ runs on float64 and on 4-lane vectors with the same operations. Every remainder 
 modulo 4 and 32 is exercised.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from numba import njit
@@ -19,6 +21,7 @@ from structcal.inference._chain import (
     _row_mul,
     _row_scale,
     _row_sum,
+    _row_sum_minpos,
     _vecmat,
     _vecmat_padded,
     padded_width,
@@ -105,7 +108,7 @@ def test_vecmat_padded_matches_numpy(K):
     X = rng.random((3, K))
     pw = rng.normal(size=(2, K, K)) * 3
     pw[rng.random(pw.shape) < 0.2] = -np.inf
-    E, ET, colmax = scaled_exponentials(pw, Kp)
+    E, ET, colmax, spread = scaled_exponentials(pw, Kp)
     assert E.shape == ET.shape == (2, K, Kp)
     assert E.ctypes.data % 64 == 0 and ET.ctypes.data % 64 == 0
     # padding is zero; E is exp(pw - colmax), ET its transpose
@@ -153,11 +156,17 @@ def test_fill_scaled_exponentials_from_an_offset(K):
     E, ET = zeros_matrices(3, K, Kp), zeros_matrices(3, K, Kp)
     assert E.shape == (3, K, Kp) and E.ctypes.data % 64 == 0 and ET.ctypes.data % 64 == 0
     colmax = np.full((3, K), np.nan)
-    _fill_scaled_exponentials(pw, 2, 2, E, ET, colmax)
+    spread = np.full(3, np.nan)
+    _fill_scaled_exponentials(pw, 2, 2, E, ET, colmax, spread)
     want = pw[2:4].max(axis=1)
     want[want == -np.inf] = 0.0
     np.testing.assert_array_equal(colmax[:2], want)
-    assert colmax[1, K // 2] == 0.0 and np.isnan(colmax[2]).all()
+    assert colmax[1, K // 2] == 0.0 and np.isnan(colmax[2]).all() and np.isnan(spread[2])
+    finite = np.where(np.isfinite(pw[2:4]), pw[2:4], np.nan)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        col_spread = np.nanmax(finite, axis=1) - np.nanmin(finite, axis=1)
+    np.testing.assert_array_equal(spread[:2], np.nanmax(np.nan_to_num(col_spread, nan=0.0), axis=1))
     np.testing.assert_allclose(E[:2, :, :K], np.exp(pw[2:4] - want[:, None, :]), rtol=1e-15, atol=0)
     np.testing.assert_array_equal(ET[:2, :, :K], E[:2, :, :K].transpose(0, 2, 1))
     assert not E[:, :, K:].any() and not ET[:, :, K:].any() and not E[2].any() and not ET[2].any()
@@ -173,11 +182,15 @@ def _rows(A, B, use_b, U):
     K = A.shape[1]
     a, b, u = data_pointer(A), data_pointer(B), data_pointer(U)
     shifts = np.empty(A.shape[0])
+    lows = np.empty(A.shape[0])
     sums = np.empty(A.shape[0])
+    sums2 = np.empty(A.shape[0])
+    minpos = np.empty(A.shape[0])
     for r in range(A.shape[0]):
-        shifts[r] = _exp_shifted_row(a, r * K, b, r * K, use_b, u, r * K, K)
+        shifts[r], lows[r] = _exp_shifted_row(a, r * K, b, r * K, use_b, u, r * K, K)
         sums[r] = _row_sum(a, r * K, K)
-    return shifts, sums
+        sums2[r], minpos[r] = _row_sum_minpos(a, r * K, K)
+    return shifts, lows, sums, sums2, minpos
 
 
 @pytest.mark.parametrize("K", K_ALL)
@@ -190,17 +203,30 @@ def test_row_helpers_match_numpy(K):
     for use_b in (False, True):
         U = np.full((4, K), np.nan)
         x = A + B if use_b else A
-        shifts, sums = _rows(A, B, use_b, U)
+        shifts, lows, sums, sums2, minpos = _rows(A, B, use_b, U)
         with np.errstate(invalid="ignore"):
             expected = np.max(x, axis=1)
             np.testing.assert_array_equal(shifts, expected)
             ok = [0, 1, 3]
+            for r in range(4):
+                fin = x[r][np.isfinite(x[r])]
+                assert lows[r] == (fin.min() - expected[r] if fin.size else 0.0)
             np.testing.assert_allclose(U[ok], np.exp(x[ok] - expected[ok, None]), rtol=1e-15, atol=0)
         assert np.isnan(U[2]).all()
         # summation order differs from NumPy's: error bounded by eps * sum |a| per term
         np.testing.assert_allclose(
             sums[[0, 3]], A[[0, 3]].sum(axis=1), rtol=0, atol=K * 1e-16 * np.abs(A[[0, 3]]).sum()
         )
+    np.testing.assert_array_equal(sums2, sums)
+    # the smallest positive entry of each row (inf when none): zeros and negatives skipped
+    P = np.abs(A)
+    P[:, ::3] = 0.0
+    P[0, -1] = 5e-324
+    P[3] = -1.0
+    _, _, _, _, minpos = _rows(np.ascontiguousarray(P), B, False, np.empty((4, K)))
+    for r in range(4):
+        pos = P[r][P[r] > 0]
+        assert minpos[r] == (pos.min() if pos.size else np.inf)
     O = np.empty((2, K))
     _row_mul_call(A, B, O)
     np.testing.assert_array_equal(O[0], A[0] * B[3] * 0.5)

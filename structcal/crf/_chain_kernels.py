@@ -34,7 +34,7 @@ from ..inference._chain import (
 
 @kernel
 def _expected_statistics_chunk(
-    unary, offsets, trans, E, ET, colmax, c0, c1, marg, edge_sum, logz, status
+    unary, offsets, trans, E, ET, colmax, spread, c0, c1, marg, edge_sum, logz, status
 ):
     """Forward-backward on chains ``c0:c1``; adds their edge marginals into ``edge_sum`` (K, K).
 
@@ -61,7 +61,7 @@ def _expected_statistics_chunk(
             logz[c] = 0.0
             status[c] = STATUS_OK
             continue
-        lz, ok = _forward_scaled(unary, s, L, trans, E, colmax, 0, 0, a, u, z)
+        lz, ok = _forward_scaled(unary, s, L, trans, E, colmax, spread, 0, 0, a, u, z)
         if ok:
             ok = _backward_scaled(s, L, E, ET, 0, 0, a, u, z, beta, w, marg, edge, 0, True)
         if ok:
@@ -77,7 +77,7 @@ def _expected_statistics_chunk(
 
 
 @parallel_kernel
-def expected_statistics(unary, offsets, trans, E, ET, colmax, chunk, marg, edge_sum, logz, status):
+def expected_statistics(unary, offsets, trans, E, ET, colmax, spread, chunk, marg, edge_sum, logz, status):
     """Node marginals, per-chunk summed edge marginals and log-partition of every chain.
 
     ``prange`` over chunks of ``chunk`` chains. With a chunk size that does not depend
@@ -91,7 +91,7 @@ def expected_statistics(unary, offsets, trans, E, ET, colmax, chunk, marg, edge_
     offsets : ndarray of shape (n_chains + 1,), int64
     trans : ndarray of shape (1, K, K)
         The shared transition log-potentials.
-    E, ET, colmax : ndarray
+    E, ET, colmax, spread : ndarray
         ``scaled_exponentials(trans, padded_width(K))``.
     chunk : int
         Chains per parallel work item.
@@ -110,14 +110,14 @@ def expected_statistics(unary, offsets, trans, E, ET, colmax, chunk, marg, edge_
     for b in prange(n_chunks):
         edge_sum[b] = 0.0
         _expected_statistics_chunk(
-            unary, offsets, trans, E, ET, colmax, b * chunk, min(n_chains, (b + 1) * chunk),
+            unary, offsets, trans, E, ET, colmax, spread, b * chunk, min(n_chains, (b + 1) * chunk),
             marg, edge_sum[b], logz, status,
         )
 
 
 @kernel
 def expected_statistics_serial(
-    unary, offsets, trans, E, ET, colmax, chunk, marg, edge_sum, logz, status
+    unary, offsets, trans, E, ET, colmax, spread, chunk, marg, edge_sum, logz, status
 ):
     """:func:`expected_statistics` on one thread (same arguments, same result bit for bit)."""
     n_chains = offsets.shape[0] - 1
@@ -125,7 +125,7 @@ def expected_statistics_serial(
     for b in range(n_chunks):
         edge_sum[b] = 0.0
         _expected_statistics_chunk(
-            unary, offsets, trans, E, ET, colmax, b * chunk, min(n_chains, (b + 1) * chunk),
+            unary, offsets, trans, E, ET, colmax, spread, b * chunk, min(n_chains, (b + 1) * chunk),
             marg, edge_sum[b], logz, status,
         )
 

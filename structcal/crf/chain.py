@@ -217,13 +217,13 @@ class _Likelihood:
         _, _, T, _, _ = self.layout.unpack(theta)
         U = self.unary(theta)
         pw = np.ascontiguousarray(T)[None]
-        E, ET, colmax = scaled_exponentials(pw, padded_width(pw.shape[1]))
+        E, ET, colmax, spread = scaled_exponentials(pw, padded_width(pw.shape[1]))
         run = (
             _chain_kernels.expected_statistics if self.parallel
             else _chain_kernels.expected_statistics_serial
         )
         run(
-            U, self.offsets, pw, E, ET, colmax, self.chunk,
+            U, self.offsets, pw, E, ET, colmax, spread, self.chunk,
             self.marg, self.edge_sum, self.logz, self.status,
         )
         gold = np.einsum("ij,ij->", U, self.Y) + np.dot(

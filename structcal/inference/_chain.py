@@ -54,10 +54,16 @@ import math
 import numpy as np
 
 from .._numba import batch_kernel, exp_nonpositive, kernel, prange
-from .._simd import LANES, data_pointer, fma, vhmax, vload, vsplat, vstore, vsum
+from .._simd import LANES, data_pointer, fma, vhmax, vhmin, vload, vsplat, vstore, vsum, where_ge
 
-_TINY = 1e-200
 _NEG_INF = -np.inf
+_INF = np.inf
+_FINITE_MIN = -np.finfo(np.float64).max  # x >= _FINITE_MIN: x is not -inf
+_SMALLEST = 5e-324  # the smallest positive double: x >= _SMALLEST means x > 0
+#: The scaled pass is trusted for a chain only if every term it forms, relative to its
+#: step's scale, is provably at least exp(_LOG_FLOOR) ~ 5e-296: far above the smallest
+#: normal double (2.2e-308) even after division by a normaliser up to K < 10^12.
+_LOG_FLOOR = -680.0
 
 STATUS_OK = 0
 STATUS_INFEASIBLE = 1
@@ -90,13 +96,15 @@ def padded_width(K):
 
 
 def scaled_exponentials(pw, width=None):
-    """Return ``(E, ET, colmax)`` for pairwise log-potentials ``pw`` of shape (n, K, K).
+    """Return ``(E, ET, colmax, spread)`` for pairwise log-potentials ``pw`` of shape (n, K, K).
 
     ``E[m, i, j] = exp(pw[m, i, j] - colmax[m, j])`` and ``ET[m, j, i] = E[m, i, j]``,
     both of shape (n, K, width) with zeros in columns ``K:width`` (``width`` defaults
     to K; the sum-product chain kernels use :func:`padded_width`). ``E`` and ``ET``
     start on a 64-byte boundary, so with a padded width no 4-lane load of their rows
-    straddles two cache lines.
+    straddles two cache lines. ``spread[m]`` is the largest spread ``max - min`` of the
+    finite entries of a column of ``pw[m]`` (0 if none), so every positive entry of
+    ``E[m]`` is at least ``exp(-spread[m])`` (see Numerics in the module docstring).
     """
     n, K = pw.shape[0], pw.shape[1]
     width = K if width is None else int(width)
@@ -105,8 +113,9 @@ def scaled_exponentials(pw, width=None):
     E = zeros_matrices(n, K, width)
     ET = zeros_matrices(n, K, width)
     colmax = np.empty((n, K))
-    _fill_scaled_exponentials(pw, 0, n, E, ET, colmax)
-    return E, ET, colmax
+    spread = np.empty(n)
+    _fill_scaled_exponentials(pw, 0, n, E, ET, colmax, spread)
+    return E, ET, colmax, spread
 
 
 @kernel
@@ -128,8 +137,8 @@ def zeros_matrices(n, K, width):
 
 
 @kernel
-def _exponentials_or_scratch(local, Lmax, E, ET, colmax):
-    """Return ``(E, ET, colmax)`` as given, or per-chain scratch when ``local``.
+def _exponentials_or_scratch(local, Lmax, E, ET, colmax, spread):
+    """Return ``(E, ET, colmax, spread)`` as given, or per-chain scratch when ``local``.
 
     The scratch is zeroed, of the same width, and holds the per-edge matrices of one chain
     of up to ``Lmax`` tokens.
@@ -137,18 +146,19 @@ def _exponentials_or_scratch(local, Lmax, E, ET, colmax):
     if local:
         K, Kp = E.shape[1], E.shape[2]
         n = max(Lmax - 1, 0)
-        return zeros_matrices(n, K, Kp), zeros_matrices(n, K, Kp), np.zeros((n, K))
-    return E, ET, colmax
+        return zeros_matrices(n, K, Kp), zeros_matrices(n, K, Kp), np.zeros((n, K)), np.zeros(n)
+    return E, ET, colmax, spread
 
 
 @kernel
-def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax):
-    """Write ``E[q]``, ``ET[q]`` and ``colmax[q]`` from ``pw[m0 + q]`` for ``q < n``.
+def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax, spread):
+    """Write ``E[q]``, ``ET[q]``, ``colmax[q]`` and ``spread[q]`` from ``pw[m0 + q]`` for
+    ``q < n``.
 
     See :func:`scaled_exponentials`; the padding columns ``K:Kp`` of ``E`` and ``ET`` are
-    not touched. Column maxima and exponentials go 4 lanes at a time along the rows of
-    ``pw`` (the last vector of a row is clamped to end at column K, rewriting a few
-    entries with the same values); the transpose is a scalar pass.
+    not touched. Column maxima, minima and exponentials go 4 lanes at a time along the
+    rows of ``pw`` (the last vector of a row is clamped to end at column K, rewriting a
+    few entries with the same values); the transpose is a scalar pass.
     """
     K = pw.shape[1]
     Kp = E.shape[2]
@@ -156,19 +166,31 @@ def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax):
     for q in range(n):
         src = (m0 + q) * K * K
         c0 = q * K
+        sp = 0.0
         if K < LANES:
             for j in range(K):
                 c = _NEG_INF
+                lo = _INF
                 for i in range(K):
-                    c = max(c, P[src + i * K + j])
+                    x = P[src + i * K + j]
+                    c = max(c, x)
+                    if x != _NEG_INF:
+                        lo = min(lo, x)
                 Cp[c0 + j] = c
+                if c != _NEG_INF:
+                    sp = max(sp, c - lo)
         else:
             for jb in range(0, K, LANES):
                 j = min(jb, K - LANES)
                 acc = vsplat(_NEG_INF)
+                low = vsplat(_INF)
                 for i in range(K):
-                    acc = max(acc, vload(P, src + i * K + j))
+                    x = vload(P, src + i * K + j)
+                    acc = max(acc, x)
+                    low = min(low, where_ge(x, _FINITE_MIN, x, _INF))
                 vstore(Cp, c0 + j, acc)
+                sp = max(sp, vhmax(where_ge(acc, _FINITE_MIN, acc - low, 0.0)))
+        spread[q] = sp
         for j in range(K):
             if Cp[c0 + j] == _NEG_INF:
                 Cp[c0 + j] = 0.0  # column forbidden everywhere: E[:, j] = 0
@@ -209,6 +231,29 @@ def _row_sum(X, x0, K):
 
 
 @kernel(inline="always")
+def _row_sum_minpos(X, x0, K):
+    """``(sum(x), min of the positive entries of x)`` for ``x = X[x0 : x0 + K]`` (``inf``
+    when none is positive), four lanes at a time then the last ``K % 4``."""
+    acc = vsplat(0.0)
+    low = vsplat(_INF)
+    j = 0
+    while j + LANES <= K:
+        x = vload(X, x0 + j)
+        acc = acc + x
+        low = min(low, where_ge(x, _SMALLEST, x, _INF))
+        j += LANES
+    total = vsum(acc)
+    mn = vhmin(low)
+    while j < K:
+        x = X[x0 + j]
+        total += x
+        if x > 0.0:
+            mn = min(mn, x)
+        j += 1
+    return total, mn
+
+
+@kernel(inline="always")
 def _row_mul(X, x0, Y, y0, c, O, o0, K):
     """``O[o0:o0+K] = X[x0:x0+K] * Y[y0:y0+K] * c`` (the rows may coincide)."""
     j = 0
@@ -237,38 +282,47 @@ def _exp_shifted_row(A, a0, B, b0, use_b, U, u0, K):
     """``U[u0:u0+K] = exp(x - max(x))`` for ``x = A[a0:a0+K] + B[b0:b0+K]`` (``x`` is the
     ``A`` row alone unless ``use_b``).
 
-    Returns ``max(x)``; when that is ``-inf`` (every entry forbidden), ``U`` is left
+    Returns ``(max(x), min(x) - max(x))``, the minimum over the finite entries (so every
+    positive entry of ``U`` is at least the exponential of the second value); when
+    ``max(x)`` is ``-inf`` (every entry forbidden), ``(-inf, 0)`` and ``U`` is left
     unwritten.
     """
     if K < LANES:
         shift = _NEG_INF
+        low = _INF
         for j in range(K):
-            shift = max(shift, A[a0 + j] + B[b0 + j] if use_b else A[a0 + j])
-        if shift != _NEG_INF:
-            for j in range(K):
-                x = A[a0 + j] + B[b0 + j] if use_b else A[a0 + j]
-                U[u0 + j] = exp_nonpositive(x - shift)
-        return shift
+            x = A[a0 + j] + B[b0 + j] if use_b else A[a0 + j]
+            shift = max(shift, x)
+            if x != _NEG_INF:
+                low = min(low, x)
+        if shift == _NEG_INF:
+            return shift, 0.0
+        for j in range(K):
+            x = A[a0 + j] + B[b0 + j] if use_b else A[a0 + j]
+            U[u0 + j] = exp_nonpositive(x - shift)
+        return shift, low - shift
     # vectors at 0, 4, 8, ... and a last one clamped to K - 4, overlapping the one before
     # it: harmless for a maximum, and the exponentials are written from A and B, not in
     # place, so overlapping columns get the same values twice
     acc = vsplat(_NEG_INF)
+    lacc = vsplat(_INF)
     for jb in range(0, K, LANES):
         j = min(jb, K - LANES)
         x = vload(A, a0 + j)
         if use_b:
             x = x + vload(B, b0 + j)
         acc = max(acc, x)
+        lacc = min(lacc, where_ge(x, _FINITE_MIN, x, _INF))
     shift = vhmax(acc)
     if shift == _NEG_INF:
-        return shift
+        return shift, 0.0
     for jb in range(0, K, LANES):
         j = min(jb, K - LANES)
         x = vload(A, a0 + j)
         if use_b:
             x = x + vload(B, b0 + j)
         vstore(U, u0 + j, exp_nonpositive(x - shift))
-    return shift
+    return shift, vhmin(lacc) - shift
 
 
 @kernel(inline="always")
@@ -539,19 +593,27 @@ def _kbest_chain(unary, s, L, pw, mat0, pw_stride, k, S, BI, BR, labels_out, sco
 
 
 @kernel
-def _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z):
+def _forward_scaled(unary, s, L, pw, E, colmax, spread, mat0, pw_stride, a, u, z):
     """Scaled forward pass. ``a`` (L, Kp) gets the normalised forward messages (one row per
     token), ``u`` (L, Kp) the shifted unary exponentials, ``z`` (L,) the step normalisers.
-    ``E`` is (n, K, Kp) from ``scaled_exponentials(pw, Kp)``; columns ``K:Kp`` of ``u``
-    must be finite (the drivers allocate it with zeros and never write them).
+    ``E`` is (n, K, Kp) and ``spread`` (n,) from ``scaled_exponentials(pw, Kp)``; columns
+    ``K:Kp`` of ``u`` must be finite (the drivers allocate it with zeros and never write
+    them).
 
-    Returns ``(log_partition, ok)``; ``ok`` is False when a normaliser fell below
-    ``_TINY`` (the caller then uses the log-space pass). ``log_partition`` is ``-inf``
-    when the chain is infeasible.
+    Returns ``(log_partition, ok)``. ``ok`` is True only if the pass is certified (see
+    Numerics in the module docstring): every term it formed was provably far above the
+    underflow threshold, so the result is exact to rounding; otherwise the caller must use
+    the log-space pass. ``log_partition`` is ``-inf`` (with ``ok``) when the chain is
+    infeasible.
     """
     # u[t] = exp(unary + colmax - shift_t): the column maxima of the incoming transition
     # matrix are folded in so that every entry of E stays in [0, 1]. The rows do not
     # depend on the recursion, so they are all computed first (and overlap in the CPU).
+    # Until the recursion overwrites it with the normaliser, z[t] holds the certificate
+    # threshold of step t: the smallest positive normalised forward value at t - 1 for
+    # which every term a[t-1, i] E[i, j] u[t, j] is at least exp(_LOG_FLOOR). A term is
+    # at least exp(lo_t) times that value, with lo_t the spread of the finite entries of
+    # unary + colmax at t (``_exp_shifted_row``) plus the spread of a column of E.
     K = unary.shape[1]
     Kp = E.shape[2]
     up, cp, Ep = data_pointer(unary), data_pointer(colmax), data_pointer(E)
@@ -559,26 +621,34 @@ def _forward_scaled(unary, s, L, pw, E, colmax, mat0, pw_stride, a, u, z):
     logz = 0.0
     for t in range(L):
         m = (mat0 + t - 1) * pw_stride
-        shift = _exp_shifted_row(up, (s + t) * K, cp, m * K, t > 0, uu, t * Kp, K)
+        shift, lo = _exp_shifted_row(up, (s + t) * K, cp, m * K, t > 0, uu, t * Kp, K)
         if shift == _NEG_INF:
             return _NEG_INF, True
         logz += shift
+        if t > 0:
+            lo -= spread[m]
+        z[t] = exp_nonpositive(_LOG_FLOOR - lo) if lo >= _LOG_FLOOR else 2.0
+    amin = 1.0  # smallest positive normalised forward value of the previous step
     for t in range(L):
+        if amin < z[t]:
+            return logz, False
         if t == 0:
-            total = _row_sum(uu, 0, K)
+            total, low = _row_sum_minpos(uu, 0, K)
             src = uu
         else:
             m = (mat0 + t - 1) * pw_stride
             _vecmat_padded(
                 ap, (t - 1) * Kp, Ep, m * K * Kp, uu, t * Kp, ap, t * Kp, K, Kp, False, True
             )
-            total = _row_sum(ap, t * Kp, K)
+            total, low = _row_sum_minpos(ap, t * Kp, K)
             src = ap
+        if total == 0.0:  # every term was exactly zero (none underflowed): infeasible
+            return _NEG_INF, True
         z[t] = total
-        if not total > _TINY:
-            return _NEG_INF, False
+        inv = 1.0 / total
+        amin = low * inv
         logz += math.log(total)
-        _row_scale(src, t * Kp, 1.0 / total, ap, t * Kp, K)
+        _row_scale(src, t * Kp, inv, ap, t * Kp, K)
     return logz, True
 
 
@@ -588,9 +658,11 @@ def _backward_scaled(s, L, E, ET, mat0, pw_stride, a, u, z, beta, w, marg, edge,
     ``marg`` rows ``s:s+L`` and, when ``do_edge``, edge marginals into ``edge[e0:e0+L-1]``.
 
     ``beta`` and ``w`` are (1, Kp) scratch. With this scaling every marginal row sums to
-    one in exact arithmetic; an overflow or underflow anywhere in the pass propagates to
-    the first row (as inf, NaN or a lost sum), so checking that row is enough. Returns
-    False when the check fails (the caller then uses the log-space pass).
+    one in exact arithmetic. After a certified forward pass an underflow here costs at
+    most an absolute 1e-300 per term in a marginal; an overflow gives inf, which the
+    matrix products spread (inf * 0 is NaN) to every entry of the first row, so checking
+    that row's sum is enough. Returns False when the check fails (the caller then uses
+    the log-space pass).
     """
     K = marg.shape[1]
     Kp = E.shape[2]
@@ -608,7 +680,7 @@ def _backward_scaled(s, L, E, ET, mat0, pw_stride, a, u, z, beta, w, marg, edge,
         _vecmat_padded(wp, 0, ETp, m * K * Kp, wp, 0, bp, 0, K, Kp, False, False)
         _row_mul(ap, t * Kp, bp, 0, 1.0, mp, (s + t) * K, K)
     total = _row_sum(mp, s * K, K)
-    return abs(total - 1.0) < 1e-9
+    return abs(total - 1.0) < 1e-6
 
 
 @kernel
@@ -654,7 +726,7 @@ def _forward_backward_log(unary, s, L, pw, mat0, pw_stride, la, lb, marg, edge, 
 
 @kernel
 def _infer_chain(
-    unary, s, L, pw, E, ET, colmax, mat0, emat0, pw_stride, e0,
+    unary, s, L, pw, E, ET, colmax, spread, mat0, emat0, pw_stride, e0,
     do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb,
     labels, marg, edge,
 ):
@@ -674,7 +746,7 @@ def _infer_chain(
         if score == _NEG_INF:
             return score, _NEG_INF, STATUS_INFEASIBLE
     if do_marg:
-        logz, ok = _forward_scaled(unary, s, L, pw, E, colmax, emat0, pw_stride, a, u, z)
+        logz, ok = _forward_scaled(unary, s, L, pw, E, colmax, spread, emat0, pw_stride, a, u, z)
         if ok and logz == _NEG_INF:
             return _NEG_INF, _NEG_INF, STATUS_INFEASIBLE
         if ok:
@@ -693,14 +765,14 @@ def _infer_chain(
 
 @batch_kernel
 def infer_batch(
-    unary, offsets, edge_offsets, pw, pw_stride, E, ET, colmax,
+    unary, offsets, edge_offsets, pw, pw_stride, E, ET, colmax, spread,
     do_map, do_marg, do_edge, chunk,
     labels, scores, logz, marg, edge, status,
 ):
     """Viterbi and/or forward-backward over every chain, ``prange`` over chunks of chains.
 
     Scratch is allocated once per chunk of ``chunk`` chains, sized for its longest chain.
-    With a shared matrix (``pw_stride == 0``) ``E, ET, colmax`` are its scaled
+    With a shared matrix (``pw_stride == 0``) ``E, ET, colmax, spread`` are its scaled
     exponentials; with per-edge matrices they are ignored (only ``E.shape[2]``, the padded
     width, is read) and each chain's are built in the chunk's scratch just before its
     forward pass, so memory stays per thread and the exponentials are still in cache.
@@ -716,7 +788,7 @@ def infer_batch(
         Lmax = 1
         for c in range(c0, c1):
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
-        Ec, ETc, colc = _exponentials_or_scratch(local, Lmax, E, ET, colmax)
+        Ec, ETc, colc, spc = _exponentials_or_scratch(local, Lmax, E, ET, colmax, spread)
         v = np.empty((Lmax, K))
         a = zeros_rows(Lmax, Kp)
         u = zeros_rows(Lmax, Kp)
@@ -730,10 +802,10 @@ def infer_batch(
             L = offsets[c + 1] - s
             emat0 = edge_offsets[c]
             if local:
-                _fill_scaled_exponentials(pw, emat0, max(L - 1, 0), Ec, ETc, colc)
+                _fill_scaled_exponentials(pw, emat0, max(L - 1, 0), Ec, ETc, colc, spc)
                 emat0 = 0
             sc, lz, st = _infer_chain(
-                unary, s, L, pw, Ec, ETc, colc, edge_offsets[c], emat0, pw_stride,
+                unary, s, L, pw, Ec, ETc, colc, spc, edge_offsets[c], emat0, pw_stride,
                 edge_offsets[c], do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb,
                 labels, marg, edge,
             )
@@ -824,7 +896,7 @@ def pseudo_marginals_batch(unary, offsets, edge_offsets, pw, pw_stride, labels, 
 
 @kernel
 def _masked_log_partition(
-    unary, s, L, pw, E, colmax, mat0, emat0, pw_stride, cpos, callowed, k0, k1, buf, a, u, z,
+    unary, s, L, pw, E, colmax, spread, mat0, emat0, pw_stride, cpos, callowed, k0, k1, buf, a, u, z,
     la, lb, marg_dummy, edge_dummy,
 ):
     """Log-partition of one chain with some labels forbidden.
@@ -842,7 +914,7 @@ def _masked_log_partition(
         for j in range(K):
             if not callowed[q, j]:
                 buf[t, j] = _NEG_INF
-    logz, ok = _forward_scaled(buf, 0, L, pw, E, colmax, emat0, pw_stride, a, u, z)
+    logz, ok = _forward_scaled(buf, 0, L, pw, E, colmax, spread, emat0, pw_stride, a, u, z)
     if not ok:
         logz = _forward_backward_log(
             buf, 0, L, pw, mat0, pw_stride, la, lb, marg_dummy, edge_dummy, 0, False
@@ -852,12 +924,12 @@ def _masked_log_partition(
 
 @batch_kernel
 def constrained_log_partition_batch(
-    unary, offsets, edge_offsets, pw, pw_stride, E, colmax,
+    unary, offsets, edge_offsets, pw, pw_stride, E, colmax, spread,
     q_chain, q_offsets, cpos, callowed, chunk, out,
 ):
     """Constrained log-partition of each query (``prange`` over chunks of queries).
 
-    ``E`` and ``colmax`` are as in :func:`infer_batch`: with per-edge matrices a chain's
+    ``E``, ``colmax`` and ``spread`` are as in :func:`infer_batch`: with per-edge matrices a chain's
     scaled exponentials are built in the chunk's scratch, once for each run of
     consecutive queries on that chain.
     """
@@ -873,7 +945,7 @@ def constrained_log_partition_batch(
         for q in range(q0, q1):
             c = q_chain[q]
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
-        Ec, ETc, colc = _exponentials_or_scratch(local, Lmax, E, E, colmax)
+        Ec, ETc, colc, spc = _exponentials_or_scratch(local, Lmax, E, E, colmax, spread)
         buf = np.empty((Lmax, K))
         a = zeros_rows(Lmax, Kp)
         u = zeros_rows(Lmax, Kp)
@@ -893,10 +965,10 @@ def constrained_log_partition_batch(
             emat0 = edge_offsets[c]
             if local:
                 if c != filled:
-                    _fill_scaled_exponentials(pw, emat0, L - 1, Ec, ETc, colc)
+                    _fill_scaled_exponentials(pw, emat0, L - 1, Ec, ETc, colc, spc)
                     filled = c
                 emat0 = 0
             out[q] = _masked_log_partition(
-                unary, s, L, pw, Ec, colc, edge_offsets[c], emat0, pw_stride, cpos, callowed,
+                unary, s, L, pw, Ec, colc, spc, edge_offsets[c], emat0, pw_stride, cpos, callowed,
                 q_offsets[q], q_offsets[q + 1], buf, a, u, z, la, lb, marg_dummy, edge_dummy,
             )

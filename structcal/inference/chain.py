@@ -97,7 +97,7 @@ def _chunk(n_chains: int) -> int:
 
 
 def _scaled_exponentials(pw, stride, needed):
-    """Return ``(E, ET, colmax)`` for the sum-product drivers.
+    """Return ``(E, ET, colmax, spread)`` for the sum-product drivers.
 
     They are the shared matrix's, or empty arrays of the padded width when there is none
     to share (per-edge matrices are exponentiated per chain inside the drivers) or no
@@ -107,7 +107,7 @@ def _scaled_exponentials(pw, stride, needed):
     Kp = _chain.padded_width(K)
     if needed and stride == 0:
         return _chain.scaled_exponentials(pw, Kp)
-    return np.empty((0, K, Kp)), np.empty((0, K, Kp)), np.empty((0, K))
+    return np.empty((0, K, Kp)), np.empty((0, K, Kp)), np.empty((0, K)), np.empty(0)
 
 
 def _check_potentials(potentials) -> ChainPotentials:
@@ -221,7 +221,7 @@ def infer(
     marginals = bool(marginals or edge_marginals)
     pw, stride = p._pairwise3()
     K = p.n_states
-    E, ET, colmax = _scaled_exponentials(pw, stride, marginals)
+    E, ET, colmax, spread = _scaled_exponentials(pw, stride, marginals)
     labels = np.zeros(p.n_tokens, dtype=np.int64)
     scores = np.zeros(p.n_chains)
     logz = np.zeros(p.n_chains)
@@ -229,7 +229,7 @@ def infer(
     edge = np.empty((p.n_edges, K, K)) if edge_marginals else np.empty((0, K, K))
     status = np.zeros(p.n_chains, dtype=np.int64)
     _chain.infer_batch(
-        p.unary, p.offsets, p.edge_offsets, pw, stride, E, ET, colmax,
+        p.unary, p.offsets, p.edge_offsets, pw, stride, E, ET, colmax, spread,
         bool(map), marginals, bool(edge_marginals), _chunk(p.n_chains),
         labels, scores, logz, marg, edge, status, work=p.n_tokens,
     )
@@ -378,7 +378,9 @@ def log_probability(potentials: ChainPotentials, labels) -> np.ndarray:
     Returns
     -------
     ndarray of shape (n_chains,)
-        ``-inf`` for labelings of probability zero.
+        ``-inf`` for labelings of probability zero; never above 0 (the score and the
+        log-partition are each exact to rounding, and a difference rounded above 0 is
+        clipped to 0).
 
     Examples
     --------
@@ -391,7 +393,8 @@ def log_probability(potentials: ChainPotentials, labels) -> np.ndarray:
     """
     p = _check_potentials(potentials)
     score = score_labelings(p, labels)
-    return score - _log_partition(p)
+    # both terms are exact to rounding; a difference rounded above 0 is clipped to 0
+    return np.minimum(score - _log_partition(p), 0.0)
 
 
 def pseudo_marginals(potentials: ChainPotentials, labels) -> np.ndarray:
@@ -492,10 +495,10 @@ def constrained_log_partition(
             f"(length {lengths[i]}) in query {q}"
         )
     pw, stride = p._pairwise3()
-    E, _, colmax = _scaled_exponentials(pw, stride, True)
+    E, _, colmax, spread = _scaled_exponentials(pw, stride, True)
     out = np.empty(n_q)
     _chain.constrained_log_partition_batch(
-        p.unary, p.offsets, p.edge_offsets, pw, stride, E, colmax,
+        p.unary, p.offsets, p.edge_offsets, pw, stride, E, colmax, spread,
         chains, q_offsets, positions, allowed, _chunk(n_q), out,
         work=int(p.lengths[chains].sum()) * 4,
     )
@@ -568,5 +571,5 @@ def assignment_probability(potentials: ChainPotentials, queries, *, log: bool = 
     allowed = np.zeros((labels.shape[0], p.n_states), dtype=bool)
     allowed[np.arange(labels.shape[0]), labels] = True
     constrained = constrained_log_partition(p, chains, offsets, positions, allowed)
-    logp = constrained - _log_partition(p, chains)
+    logp = np.minimum(constrained - _log_partition(p, chains), 0.0)  # see log_probability
     return logp if log else np.exp(logp)

@@ -532,8 +532,8 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     kind, pw, pwT, emat, potts = p._kernel_args()
     K = p.n_states
     if mode == _graph.MODE_SUM and kind == _graph.KIND_MATRIX:
-        EF, _, cF = scaled_exponentials(pwT)
-        ER, _, cR = scaled_exponentials(pw)
+        EF, _, cF, _ = scaled_exponentials(pwT)
+        ER, _, cR, _ = scaled_exponentials(pw)
     else:
         EF = ER = np.empty((0, K, K))
         cF = cR = np.empty((0, K))
