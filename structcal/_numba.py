@@ -10,7 +10,16 @@
     over independent problems. They are *not* cached: cached parallel code has crashed
     when the thread count changes between processes (numba#7518, pynndescent#175,
     numba#4807 is still open). They stay small and call cached serial kernels, so
-    compiling them is quick.
+    compiling them is quick. They are returned wrapped so that concurrent calls are
+    safe on every threading layer (below).
+
+Thread safety: every kernel may be called from several Python threads at once. Serial
+kernels release the GIL (``nogil``) and run concurrently. Parallel drivers run
+concurrently under Numba's ``tbb`` and ``omp`` threading layers, which are thread-safe;
+the ``workqueue`` layer (Numba's fallback when neither TBB nor OpenMP is available)
+aborts the whole process when two threads enter parallel code at once, so while that
+layer is active, or before the first parallel call has told which layer is, parallel
+drivers take one process-wide lock: concurrent calls are then serialised, not lost.
 
 Rules for kernels (see STYLE.md §9.5): no ``njit`` inside functions, no closures over
 runtime values, no jitted callables passed as arguments, configuration through arguments
@@ -19,11 +28,17 @@ another module calls, clear the cache (``NUMBA_CACHE_DIR`` or ``__pycache__``): 
 cache invalidation does not see changes in other files.
 """
 
+import threading
+
+import numba
 from numba import njit, prange
 
 from ._simd import ROUND_MAGIC, fma, pow2_rounded, where_ge
 
-__all__ = ["kernel", "parallel_kernel", "batch_kernel", "BatchKernel", "prange", "exp_nonpositive"]
+__all__ = [
+    "kernel", "parallel_kernel", "batch_kernel", "BatchKernel", "ThreadSafeDispatcher", "prange",
+    "exp_nonpositive",
+]
 
 #: Below this many units of work (e.g. tokens) a batch runs on the calling thread: waking
 #: the thread pool costs more than it saves, and on a busy machine it can cost much more.
@@ -56,12 +71,55 @@ def parallel_kernel(func=None, **overrides):
         The Python function to compile. When omitted, returns a decorator.
     **overrides
         Options passed to :func:`numba.njit` in place of the defaults.
+
+    Returns
+    -------
+    ThreadSafeDispatcher
+        Calls the compiled driver (serialised under the ``workqueue`` layer); other
+        attributes are the Numba dispatcher's.
     """
     options = {"parallel": True, "cache": False, "error_model": "numpy", "nogil": True}
     options.update(overrides)
     if func is None:
-        return njit(**options)
-    return njit(**options)(func)
+        return lambda f: ThreadSafeDispatcher(njit(**options)(f))
+    return ThreadSafeDispatcher(njit(**options)(func))
+
+
+_PARALLEL_LOCK = threading.Lock()
+_layer_threadsafe = None  # unknown until a parallel driver has run
+
+
+class ThreadSafeDispatcher:
+    """A parallel Numba dispatcher that is safe to call from several Python threads.
+
+    Under a thread-safe threading layer the call goes straight through; under
+    ``workqueue`` (or before the layer is known) it holds :data:`_PARALLEL_LOCK`.
+    Attribute access is forwarded to the dispatcher.
+    """
+
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+        self.__doc__ = dispatcher.__doc__
+
+    def __call__(self, *args):
+        if _layer_threadsafe:
+            return self.dispatcher(*args)
+        return _call_serialised(self.dispatcher, args)
+
+    def __getattr__(self, name):
+        return getattr(self.dispatcher, name)
+
+
+def _call_serialised(dispatcher, args):
+    global _layer_threadsafe
+    with _PARALLEL_LOCK:
+        out = dispatcher(*args)
+        if _layer_threadsafe is None:
+            try:
+                _layer_threadsafe = numba.threading_layer() != "workqueue"
+            except ValueError:  # no parallel region launched yet
+                pass
+    return out
 
 
 class BatchKernel:

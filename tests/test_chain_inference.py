@@ -170,6 +170,33 @@ def test_kbest_matches_enumeration(n_states, shared, scale, neginf, seed, k):
             )
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_kbest_ties_come_in_colexicographic_order(seed):
+    """Small integer potentials (sums exact in float64) give many exact ties: the whole
+    list must equal the enumeration sorted by score, ties by the reversed labeling."""
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(1, 4))
+    lengths = rng.integers(0, 5, size=4)
+    unary = rng.integers(-1, 2, size=(int(lengths.sum()), K)).astype(float)
+    unary[rng.random(unary.shape) < 0.1] = -np.inf
+    pw = rng.integers(-1, 2, size=(K, K)).astype(float)
+    p = ChainPotentials(unary, np.concatenate([[0], np.cumsum(lengths)]), pw)
+    k = K ** int(lengths.max())
+    r = kbest(p, k)
+    for c in range(p.n_chains):
+        s, t = p.offsets[c], p.offsets[c + 1]
+        labs = np.array(list(itertools.product(range(K), repeat=t - s)), dtype=np.int64).reshape(K ** (t - s), t - s)
+        sc = score_labelings(p.subset([c] * labs.shape[0]), labs.ravel()) if t > s else np.zeros(1)
+        keep = np.isfinite(sc)
+        order = sorted(range(labs.shape[0]), key=lambda q: (-sc[q], tuple(labs[q][::-1])))
+        order = [q for q in order if keep[q]]
+        assert r.n_found[c] == len(order)
+        np.testing.assert_array_equal(r.labels[: len(order), s:t], labs[order])
+        np.testing.assert_array_equal(r.scores[c, : len(order)], sc[order])
+    z = ChainPotentials.from_list([np.zeros((2, 2))], np.zeros((2, 2)))  # the docstring's rule
+    assert kbest(z, 4).labels.tolist() == [[0, 0], [1, 0], [0, 1], [1, 1]]
+
+
 @pytest.mark.parametrize("n_states,shared,scale,neginf,seed", CASES[::2])
 def test_log_probability_and_pseudo_marginals(n_states, shared, scale, neginf, seed):
     p = _problem(n_states, shared, scale, neginf, seed)

@@ -23,13 +23,47 @@ Numerics
 --------
 Max-product (Viterbi, k-best) runs in log space and is exact for any finite or ``-inf``
 potentials. Sum-product first runs in probability space with a per-step rescaling: one
-exp per unary entry, and a (K x K) multiply-add per edge with the precomputed ``E``. Every
-number in that pass lies in [0, 1] or is a normaliser; an underflowed term has absolute
-error below 1e-300, so the result is accurate whenever each step's normaliser stays above
-``_TINY`` (1e-200) and the backward pass keeps the identity sum_j alpha_t(j) beta_t(j) = 1.
-A chain that breaks either condition (potentials spanning more than a few hundred nats, e.g. magnitudes of 1e4) is redone
-with the exact log-space pass (``_forward_backward_log``). Both passes are exact; the
-fast one is about an order of magnitude cheaper because it avoids K*K exps per edge.
+exp per unary entry, and a (K x K) multiply-add per edge with the precomputed ``E``; it
+is about an order of magnitude cheaper than log space because it avoids K*K exps per
+edge. Each chain's result is *certified*: either the scaled pass is provably exact to
+float64 rounding, or the chain is recomputed by the exact log-space pass
+(``_forward_backward_log``). The test is decided before any term can be lost, from the
+potentials and the pass's own (exact-to-rounding) values, never by checking an identity
+afterwards, because an underflowed term leaves no trace: a state dropped at step t can
+be made dominant by a later transition, and every identity still holds for the wrong
+distribution.
+
+The argument. Every number in the forward pass is a sum of nonnegative products, so in
+floating point each is exact up to a *relative* error of a few ulps per operation, as
+long as no positive term underflows (there is no cancellation and no overflow: every
+entry of ``E`` and of the shifted unary exponentials ``u`` is in [0, 1], and the forward
+row ``a`` is normalised to sum 1). An entry is exactly 0 only where its log-potential is
+``-inf``, so then "computed 0" means "truly 0" too, and the result (log-partition, and
+the forward rows) is exact to rounding. Underflow is ruled out step by step. A positive
+term of step t is ``a[t-1, i] E[i, j] u[t, j] = a[t-1, i] exp(pw[i, j] + unary[t, j] -
+shift_t)``; with ``lo_t`` = (min over finite entries of ``unary[t] + colmax``) - shift_t -
+(largest spread max - min of the finite entries of a column of ``pw``), every positive
+``E[i, j] u[t, j]`` is at least ``exp(lo_t)``. So if ``amin_{t-1} exp(lo_t) >=
+exp(_LOG_FLOOR)`` (-680 nats, ~5e-296), with ``amin_{t-1}`` the smallest positive entry
+of the normalised row ``a[t-1]`` as computed, no term of step t, nor its normalised value
+(divided by at most K), comes near the smallest normal double (2.2e-308), the inductive
+hypothesis carries to step t, and the exps of ``E`` and ``u`` were not flushed either.
+At t = 0 the terms are ``u[0]`` itself (``amin = 1``). A chain failing the test at any
+step goes to log space; if a row sums to exactly 0 under the test the chain is certified
+infeasible. The test costs a minimum along rows already being read; because
+``amin_{t-1}`` is measured rather than bounded, it follows ``-inf`` patterns that
+reach a state only through unlikely ones, and it is not so strict that dense models
+lose the fast pass (the threshold compounds over two steps at most: the largest entry of
+``a[t-1]`` is at least 1/K). Without ``-inf`` entries, a chain whose every step spans
+less than about 330 nats (unary plus pairwise, finite entries) never falls back;
+magnitudes of 1e3-1e4 nearly always do.
+
+The backward pass reuses ``E``, ``u`` and the normalisers. Given a certified forward
+pass, an underflow in it costs at most an absolute ~1e-300 per term in a marginal (the
+forward row it meets sums to 1), and an overflow yields ``inf``, which the products
+spread to every entry of the first marginal row (``inf * 0`` is NaN): the check that
+this row sums to 1 sends such a chain to log space. ``log_probability`` and
+``assignment_probability`` subtract two certified log-partitions.
 
 Vectorisation
 -------------

@@ -51,8 +51,9 @@ class ChainInference:
         ``p(y_t = a, y_{t+1} = b | x)`` for each edge (edges laid out as in
         :attr:`ChainPotentials.edge_offsets`).
     n_fallback : int
-        Number of chains whose marginals needed the exact log-space pass because their
-        potentials span too many orders of magnitude for the scaled pass.
+        Number of chains whose marginals were computed by the exact log-space pass
+        because the scaled pass could not be certified for them (steps spanning hundreds
+        of nats).
     """
 
     map_labels: np.ndarray | None
@@ -192,9 +193,12 @@ def infer(
     Notes
     -----
     Viterbi is exact max-product in log space. Marginals come from a forward-backward
-    pass with per-step rescaling in probability space, checked as it runs; chains whose
-    potentials span too many orders of magnitude for it are recomputed in log space
-    (reported in ``n_fallback``). Both are exact up to rounding.
+    pass with per-step rescaling in probability space, certified as it runs: a chain is
+    kept only if no term of it can have underflowed (a bound from the spread of each
+    step's potentials and the smallest forward value so far); any other chain is
+    recomputed in log space (reported in ``n_fallback``). Every result is therefore
+    exact up to rounding, at any magnitude (see the Numerics notes of
+    :mod:`structcal.inference._chain`).
 
     Memory: besides the outputs, each thread holds scratch for the longest chain of its
     chunk: a few rows of ``Kp`` values per token, ``Kp`` = K rounded up to a multiple of
@@ -315,7 +319,9 @@ def kbest(potentials: ChainPotentials, k: int = 2) -> KBestResult:
     Notes
     -----
     Exact: each state at each position keeps its ``k`` best prefixes, so the cost is
-    ``O(L K^2 k)`` per chain. Ties are broken towards lower labels at earlier positions.
+    ``O(L K^2 k)`` per chain. Labelings of equal score come in colexicographic order:
+    compared from the *last* position backwards, lower labels first (so ``[1, 0]``
+    before ``[0, 1]``); this is the order in which the recursion meets them.
     A chain with fewer than ``k`` labelings of finite score reports ``-inf`` scores and
     ``-1`` labels for the missing ranks; an empty chain has one (empty) labeling of score 0.
 
