@@ -177,6 +177,9 @@ def check_batch(p, rng, *, n_queries=None):
     np.testing.assert_allclose(r.edge_marginals, edge, rtol=0, atol=mtol, err_msg="edge marginals")
     assert np.all(np.abs(r.map_score - ref.map_score()) <= tol), "map_score"
     assert np.all(np.abs(ref.score(r.map_labels) - r.map_score) <= tol), "MAP labels"
+    vit = infer(p, marginals=False)  # Viterbi alone: its own scratch (checkpointed rows)
+    np.testing.assert_array_equal(vit.map_score, r.map_score)
+    assert np.all(np.abs(ref.score(vit.map_labels) - vit.map_score) <= tol), "Viterbi labels"
     fb = forward_backward(p)
     np.testing.assert_array_equal(fb.log_partition, r.log_partition)
     np.testing.assert_array_equal(fb.marginals, r.marginals)
@@ -406,3 +409,13 @@ def test_stress_hundred_thousand_chains():
                     check_batch(p, rng, n_queries=300)
                     total += p.n_chains
     assert total >= 100_000
+
+
+@pytest.mark.parametrize("scale", [1.0, 100.0, 1e4])
+@pytest.mark.parametrize("shared", [True, False])
+def test_chains_longer_than_a_block(scale, shared):
+    """Chains of several blocks (``_BLOCK`` = 128 positions): the backward pass
+    recomputes earlier blocks' exponentials, the certificate carries across blocks."""
+    rng = np.random.default_rng([int(scale), shared, 11])
+    p = random_batch(rng, 6, scale=scale, shared=shared, neginf=0.1, K=4, min_len=120, max_len=400)
+    check_batch(p, rng, n_queries=12)

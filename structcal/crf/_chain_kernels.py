@@ -22,6 +22,7 @@ import numpy as np
 
 from .._numba import kernel, parallel_kernel, prange
 from ..inference._chain import (
+    _BLOCK,
     STATUS_FALLBACK,
     STATUS_OK,
     _backward_scaled,
@@ -46,13 +47,17 @@ def _expected_statistics_chunk(
     Lmax = 1
     for c in range(c0, c1):
         Lmax = max(Lmax, offsets[c + 1] - offsets[c])
-    a = zeros_rows(Lmax, Kp)
-    u = zeros_rows(Lmax, Kp)
+    nb = min(Lmax, _BLOCK)
+    u = zeros_rows(nb, Kp)
+    thr = np.empty(nb)
+    o = zeros_rows(1, Kp)
     z = np.empty(Lmax)
     beta = zeros_rows(1, Kp)
     w = zeros_rows(1, Kp)
-    la = np.empty((Lmax, K))
-    lb = np.empty((Lmax, K))
+    lb = np.empty((2, K))
+    tmp = np.empty(K)
+    no_mask = np.empty(0, dtype=np.int64)
+    no_allowed = np.empty((0, K), dtype=np.bool_)
     edge = np.empty((Lmax, K, K))
     for c in range(c0, c1):
         s = offsets[c]
@@ -61,13 +66,22 @@ def _expected_statistics_chunk(
             logz[c] = 0.0
             status[c] = STATUS_OK
             continue
-        lz, ok = _forward_scaled(unary, s, L, trans, E, colmax, spread, 0, 0, a, u, z)
+        lz, ok = _forward_scaled(
+            unary, s, L, trans, 0, 0, E, ET, colmax, spread, False,
+            False, no_mask, no_mask, no_allowed, tmp, u, thr, o, marg, s, True, z,
+        )
         if ok:
-            ok = _backward_scaled(s, L, E, ET, 0, 0, a, u, z, beta, w, marg, edge, 0, True)
+            ok = _backward_scaled(
+                unary, s, L, trans, 0, 0, E, ET, colmax, spread, False, tmp, u, z,
+                beta, w, marg, edge, 0, True,
+            )
         if ok:
             status[c] = STATUS_OK
         else:
-            lz = _forward_backward_log(unary, s, L, trans, 0, 0, la, lb, marg, edge, 0, True)
+            lz = _forward_backward_log(
+                unary, s, L, trans, 0, 0, False, no_mask, no_mask, no_allowed, tmp,
+                marg, s, True, lb, edge, 0, True,
+            )
             status[c] = STATUS_FALLBACK
         logz[c] = lz
         for t in range(L - 1):
@@ -306,7 +320,7 @@ def bcfw_pass(
             for k in range(K):
                 aug[t, k] = unary[t, k] + 1.0
             aug[t, labels[s + t]] -= 1.0
-        _viterbi_chain(aug, 0, L, pw, 0, 0, v, ystar)
+        _viterbi_chain(aug, 0, L, pw, 0, 0, v, 0, v[:0], ystar)
         # direction: delta = e_{y*} - mu (tokens), dedge = counts(y*) - edge_mu
         hamming = 0.0
         for t in range(L):

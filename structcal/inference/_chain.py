@@ -171,23 +171,22 @@ def zeros_matrices(n, K, width):
 
 
 @kernel
-def _exponentials_or_scratch(local, Lmax, E, ET, colmax, spread):
-    """Return ``(E, ET, colmax, spread)`` as given, or per-chain scratch when ``local``.
+def _exponentials_or_scratch(local, n, E, ET, colmax, spread):
+    """Return ``(E, ET, colmax, spread)`` as given, or per-thread scratch when ``local``.
 
-    The scratch is zeroed, of the same width, and holds the per-edge matrices of one chain
-    of up to ``Lmax`` tokens.
+    The scratch is zeroed, of the same width, and holds the per-edge matrices of one
+    block of ``n`` positions (see :func:`_fill_block`).
     """
     if local:
         K, Kp = E.shape[1], E.shape[2]
-        n = max(Lmax - 1, 0)
         return zeros_matrices(n, K, Kp), zeros_matrices(n, K, Kp), np.zeros((n, K)), np.zeros(n)
     return E, ET, colmax, spread
 
 
 @kernel
-def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax, spread):
-    """Write ``E[q]``, ``ET[q]``, ``colmax[q]`` and ``spread[q]`` from ``pw[m0 + q]`` for
-    ``q < n``.
+def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax, spread, q0=0):
+    """Write ``E[q0 + q]``, ``ET[q0 + q]``, ``colmax[q0 + q]`` and ``spread[q0 + q]`` from
+    ``pw[m0 + q]`` for ``q < n``.
 
     See :func:`scaled_exponentials`; the padding columns ``K:Kp`` of ``E`` and ``ET`` are
     not touched. Column maxima, minima and exponentials go 4 lanes at a time along the
@@ -197,8 +196,9 @@ def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax, spread):
     K = pw.shape[1]
     Kp = E.shape[2]
     P, Ep, ETp, Cp = data_pointer(pw), data_pointer(E), data_pointer(ET), data_pointer(colmax)
-    for q in range(n):
-        src = (m0 + q) * K * K
+    for qq in range(n):
+        src = (m0 + qq) * K * K
+        q = q0 + qq
         c0 = q * K
         sp = 0.0
         if K < LANES:
@@ -519,29 +519,54 @@ def _vecmat_padded(X, x0, M, m0, S, s0, O, o0, K, Kp, maxplus, scale):
 
 
 @kernel
-def _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, labels):
-    """Viterbi on tokens ``s:s+L``; ``v`` is (>= L, K) scratch. Returns the MAP score."""
+def _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, v0, ckpt, labels):
+    """Viterbi on tokens ``s:s+L``. Returns the MAP score.
+
+    The max-plus rows go to ``v`` (.., K): without checkpoints (``ckpt`` empty) row ``t``
+    is ``v[v0 + t]`` (the marginals output, when those are computed next). Otherwise
+    ``v`` is a ring of B rows (row ``t`` at ``v[t % B]``) and ``ckpt`` (>= ceil(L / B),
+    K) keeps the first row of each block of B: the backtrack recomputes a block's rows
+    from its checkpoint when it reaches them, so a long chain needs ``K / B`` values of
+    scratch per token, for one more max-plus pass.
+    """
     K = unary.shape[1]
-    for j in range(K):
-        v[0, j] = unary[s, j]
+    B = v.shape[0] if ckpt.shape[0] > 0 else L
     vp, pwp, up = data_pointer(v), data_pointer(pw), data_pointer(unary)
+    for j in range(K):
+        v[v0, j] = unary[s, j]
     for t in range(1, L):
+        if t % B == 0:
+            for j in range(K):
+                ckpt[t // B - 1, j] = v[v0 + (t - 1) % B, j]
         m0 = (mat0 + t - 1) * pw_stride * K * K
-        _vecmat(vp, (t - 1) * K, pwp, m0, up, (s + t) * K, vp, t * K, K, True, True)
+        _vecmat(vp, (v0 + (t - 1) % B) * K, pwp, m0, up, (s + t) * K, vp, (v0 + t % B) * K, K, True, True)
     # backtrack by recomputing each argmax (cheaper than storing back-pointers)
+    last = v0 + (L - 1) % B
     best = 0
     for j in range(1, K):
-        if v[L - 1, j] > v[L - 1, best]:
+        if v[last, j] > v[last, best]:
             best = j
-    score = v[L - 1, best]
+    score = v[last, best]
     labels[s + L - 1] = best
+    blk = ((L - 1) // B) * B  # first position whose row is in v
     for t in range(L - 2, -1, -1):
+        if t < blk:  # rows blk - B .. blk - 1 again, from the row before the block
+            blk -= B
+            for j in range(K):
+                v[v0 + (blk - 1) % B, j] = ckpt[blk // B - 1, j] if blk > 0 else 0.0
+            if blk == 0:
+                for j in range(K):
+                    v[v0, j] = unary[s, j]
+            for q in range(max(blk, 1), blk + B):
+                m0 = (mat0 + q - 1) * pw_stride * K * K
+                _vecmat(vp, (v0 + (q - 1) % B) * K, pwp, m0, up, (s + q) * K, vp, (v0 + q % B) * K, K, True, True)
         m = (mat0 + t) * pw_stride
         nxt = labels[s + t + 1]
+        r = v0 + t % B
         b = 0
-        bv = v[t, 0] + pw[m, 0, nxt]
+        bv = v[r, 0] + pw[m, 0, nxt]
         for i in range(1, K):
-            x = v[t, i] + pw[m, i, nxt]
+            x = v[r, i] + pw[m, i, nxt]
             if x > bv:
                 bv = x
                 b = i
@@ -625,14 +650,85 @@ def _kbest_chain(unary, s, L, pw, mat0, pw_stride, k, S, BI, BR, labels_out, sco
 
 # --------------------------------------------------------------------------- sum-product
 
+#: Positions per block of the sum-product passes: a thread keeps the shifted unary
+#: exponentials (and, with per-edge pairwise potentials, the scaled matrices) of one block
+#: of this many positions; the backward pass of a longer chain recomputes them block by
+#: block (see Memory in the module docstring).
+_BLOCK = 128
+
+
+@kernel(inline="always")
+def _unary_row(up, s, t, K, masked, first, nxt, callowed, tmp):
+    """Pointer and flat offset of the unary row of position ``t`` of the chain at ``s``.
+
+    With ``masked``, constraints ``q = first[t], nxt[q], nxt[nxt[q]], ...`` (until -1)
+    forbid the labels outside ``callowed[q]`` there: the row is then copied into ``tmp``
+    (K,) and masked.
+    """
+    if masked:
+        q = first[t]
+        if q >= 0:
+            for j in range(K):
+                tmp[j] = up[(s + t) * K + j]
+            while q >= 0:
+                for j in range(K):
+                    if not callowed[q, j]:
+                        tmp[j] = _NEG_INF
+                q = nxt[q]
+            return data_pointer(tmp), 0
+    return up, (s + t) * K
+
 
 @kernel
-def _forward_scaled(unary, s, L, pw, E, colmax, spread, mat0, pw_stride, a, u, z):
-    """Scaled forward pass. ``a`` (L, Kp) gets the normalised forward messages (one row per
-    token), ``u`` (L, Kp) the shifted unary exponentials, ``z`` (L,) the step normalisers.
-    ``E`` is (n, K, Kp) and ``spread`` (n,) from ``scaled_exponentials(pw, Kp)``; columns
-    ``K:Kp`` of ``u`` must be finite (the drivers allocate it with zeros and never write
-    them).
+def _fill_block(
+    unary, s, b0, b1, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
+    masked, first, nxt, callowed, tmp, u, thr, certify,
+):
+    """Shifted unary exponentials of positions ``b0:b1`` of one chain into rows
+    ``0:b1-b0`` of ``u``; returns the sum of their shifts (``-inf`` if some position has
+    every label forbidden, the rest then unwritten).
+
+    Position ``p`` (> 0) meets the matrix of edge ``p - 1``: its scaled exponentials are
+    ``E[(p - b0) * pw_stride]`` (the shared matrix's when ``pw_stride`` is 0); with
+    ``refill`` they are first written there from ``pw``. With ``certify``, ``thr[p - b0]``
+    gets the certificate threshold of step ``p`` (see :func:`_forward_scaled`).
+    """
+    K = unary.shape[1]
+    Kp = u.shape[1]
+    if refill:
+        e0 = max(b0, 1)
+        if b1 > e0:
+            _fill_scaled_exponentials(pw, mat0 + e0 - 1, b1 - e0, E, ET, colmax, spread, e0 - b0)
+    up, cp, uu = data_pointer(unary), data_pointer(colmax), data_pointer(u)
+    shifts = 0.0
+    for p in range(b0, b1):
+        r = p - b0
+        m = r * pw_stride
+        rp, r0 = _unary_row(up, s, p, K, masked, first, nxt, callowed, tmp)
+        shift, lo = _exp_shifted_row(rp, r0, cp, m * K, p > 0, uu, r * Kp, K)
+        if shift == _NEG_INF:
+            return _NEG_INF
+        shifts += shift
+        if certify:
+            if p > 0:
+                lo -= spread[m]
+            thr[r] = exp_nonpositive(_LOG_FLOOR - lo) if lo >= _LOG_FLOOR else 2.0
+    return shifts
+
+
+@kernel
+def _forward_scaled(
+    unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
+    masked, first, nxt, callowed, tmp, u, thr, o, A, a0, store, z,
+):
+    """Scaled forward pass over the chain of ``L`` tokens at ``s``, block by block.
+
+    The normalised forward row of position ``t`` goes to row ``a0 + t`` of ``A`` (.., K)
+    when ``store`` (the marginals output: the backward pass turns it into marginals in
+    place) and ``z[t]`` gets the step normaliser; otherwise ``A`` is (2, K) and rows
+    alternate. ``u`` (B, Kp) and ``thr`` (B,) hold a block (:func:`_fill_block`), ``o``
+    (1, Kp) one step's output; ``E ... refill`` and the mask arguments as in
+    :func:`_fill_block`.
 
     Returns ``(log_partition, ok)``. ``ok`` is True only if the pass is certified (see
     Numerics in the module docstring): every term it formed was provably far above the
@@ -640,135 +736,166 @@ def _forward_scaled(unary, s, L, pw, E, colmax, spread, mat0, pw_stride, a, u, z
     the log-space pass. ``log_partition`` is ``-inf`` (with ``ok``) when the chain is
     infeasible.
     """
-    # u[t] = exp(unary + colmax - shift_t): the column maxima of the incoming transition
-    # matrix are folded in so that every entry of E stays in [0, 1]. The rows do not
-    # depend on the recursion, so they are all computed first (and overlap in the CPU).
-    # Until the recursion overwrites it with the normaliser, z[t] holds the certificate
-    # threshold of step t: the smallest positive normalised forward value at t - 1 for
-    # which every term a[t-1, i] E[i, j] u[t, j] is at least exp(_LOG_FLOOR). A term is
-    # at least exp(lo_t) times that value, with lo_t the spread of the finite entries of
-    # unary + colmax at t (``_exp_shifted_row``) plus the spread of a column of E.
+    # thr[t - b0] is the certificate threshold of step t: the smallest positive normalised
+    # forward value at t - 1 for which every term a[t-1, i] E[i, j] u[t, j] is at least
+    # exp(_LOG_FLOOR). A term is at least exp(lo_t) times that value, with lo_t the spread
+    # of the finite entries of unary + colmax at t (``_exp_shifted_row``) plus the largest
+    # spread of a column of the pairwise matrix (``spread``).
     K = unary.shape[1]
-    Kp = E.shape[2]
-    up, cp, Ep = data_pointer(unary), data_pointer(colmax), data_pointer(E)
-    ap, uu = data_pointer(a), data_pointer(u)
+    Kp = u.shape[1]
+    B = u.shape[0]
+    Ep, Ap, uu, op = data_pointer(E), data_pointer(A), data_pointer(u), data_pointer(o)
     logz = 0.0
-    for t in range(L):
-        m = (mat0 + t - 1) * pw_stride
-        shift, lo = _exp_shifted_row(up, (s + t) * K, cp, m * K, t > 0, uu, t * Kp, K)
-        if shift == _NEG_INF:
-            return _NEG_INF, True
-        logz += shift
-        if t > 0:
-            lo -= spread[m]
-        z[t] = exp_nonpositive(_LOG_FLOOR - lo) if lo >= _LOG_FLOOR else 2.0
     amin = 1.0  # smallest positive normalised forward value of the previous step
-    for t in range(L):
-        if amin < z[t]:
-            return logz, False
-        if t == 0:
-            total, low = _row_sum_minpos(uu, 0, K)
-            src = uu
-        else:
-            m = (mat0 + t - 1) * pw_stride
-            _vecmat_padded(
-                ap, (t - 1) * Kp, Ep, m * K * Kp, uu, t * Kp, ap, t * Kp, K, Kp, False, True
-            )
-            total, low = _row_sum_minpos(ap, t * Kp, K)
-            src = ap
-        if total == 0.0:  # every term was exactly zero (none underflowed): infeasible
+    for b0 in range(0, L, B):
+        b1 = min(L, b0 + B)
+        shifts = _fill_block(
+            unary, s, b0, b1, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
+            masked, first, nxt, callowed, tmp, u, thr, True,
+        )
+        if shifts == _NEG_INF:
             return _NEG_INF, True
-        z[t] = total
-        inv = 1.0 / total
-        amin = low * inv
-        logz += math.log(total)
-        _row_scale(src, t * Kp, inv, ap, t * Kp, K)
+        logz += shifts
+        for t in range(b0, b1):
+            r = t - b0
+            if amin < thr[r]:
+                return logz, False
+            if t == 0:
+                total, low = _row_sum_minpos(uu, 0, K)
+                src = uu
+            else:
+                prev = a0 + t - 1 if store else (t - 1) & 1
+                _vecmat_padded(
+                    Ap, prev * K, Ep, r * pw_stride * K * Kp, uu, r * Kp, op, 0, K, Kp, False, True
+                )
+                total, low = _row_sum_minpos(op, 0, K)
+                src = op
+            if total == 0.0:  # every term was exactly zero (none underflowed): infeasible
+                return _NEG_INF, True
+            if store:
+                z[t] = total
+            inv = 1.0 / total
+            amin = low * inv
+            logz += math.log(total)
+            cur = a0 + t if store else t & 1
+            _row_scale(src, 0, inv, Ap, cur * K, K)
     return logz, True
 
 
 @kernel
-def _backward_scaled(s, L, E, ET, mat0, pw_stride, a, u, z, beta, w, marg, edge, e0, do_edge):
-    """Scaled backward pass on top of ``_forward_scaled``; writes node marginals into
-    ``marg`` rows ``s:s+L`` and, when ``do_edge``, edge marginals into ``edge[e0:e0+L-1]``.
+def _backward_scaled(
+    unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill, tmp, u, z,
+    beta, w, marg, edge, e0, do_edge,
+):
+    """Scaled backward pass after a stored :func:`_forward_scaled` (forward rows in
+    ``marg[s:s+L]``, normalisers in ``z``, the last block still in ``u`` and ``E``).
 
-    ``beta`` and ``w`` are (1, Kp) scratch. With this scaling every marginal row sums to
-    one in exact arithmetic. After a certified forward pass an underflow here costs at
-    most an absolute 1e-300 per term in a marginal; an overflow gives inf, which the
-    matrix products spread (inf * 0 is NaN) to every entry of the first row, so checking
-    that row's sum is enough. Returns False when the check fails (the caller then uses
-    the log-space pass).
+    Turns rows ``s:s+L`` of ``marg`` into node marginals in place and, when ``do_edge``,
+    writes edge marginals into ``edge[e0:e0+L-1]``. Blocks before the last are
+    recomputed (:func:`_fill_block`) as the pass reaches them. ``beta`` and ``w`` are
+    (1, Kp) scratch. With this scaling every marginal row sums to one in exact
+    arithmetic. After a certified forward pass an underflow here costs at most an
+    absolute 1e-300 per term in a marginal; an overflow gives inf, which the matrix
+    products spread (inf * 0 is NaN) to every entry of the first row, so checking that
+    row's sum is enough. Returns False when the check fails (the caller then uses the
+    log-space pass).
     """
     K = marg.shape[1]
-    Kp = E.shape[2]
-    Ep, ETp, ap, up = data_pointer(E), data_pointer(ET), data_pointer(a), data_pointer(u)
+    Kp = u.shape[1]
+    B = u.shape[0]
+    Ep, ETp, uu = data_pointer(E), data_pointer(ET), data_pointer(u)
     bp, wp, mp, ep = data_pointer(beta), data_pointer(w), data_pointer(marg), data_pointer(edge)
+    no_mask = np.empty(0, dtype=np.int64)
     for j in range(K):
         beta[0, j] = 1.0
-    _row_scale(ap, (L - 1) * Kp, 1.0, mp, (s + L - 1) * K, K)
+    blk = ((L - 1) // B) * B  # first position of the block in u
     for t in range(L - 2, -1, -1):
-        m = (mat0 + t) * pw_stride
-        _row_mul(up, (t + 1) * Kp, bp, 0, 1.0 / z[t + 1], wp, 0, K)
+        if t + 1 < blk:
+            blk -= B
+            _fill_block(
+                unary, s, blk, blk + B, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
+                False, no_mask, no_mask, np.empty((0, K), dtype=np.bool_), tmp, u, z, False,
+            )
+        r = t + 1 - blk
+        m = r * pw_stride
+        _row_mul(uu, r * Kp, bp, 0, 1.0 / z[t + 1], wp, 0, K)
         if do_edge:  # p(y_t = i, y_t+1 = j) = a[t, i] E[m, i, j] w[j]
             for i in range(K):
-                _row_mul(Ep, (m * K + i) * Kp, wp, 0, a[t, i], ep, ((e0 + t) * K + i) * K, K)
+                _row_mul(Ep, (m * K + i) * Kp, wp, 0, marg[s + t, i], ep, ((e0 + t) * K + i) * K, K)
         _vecmat_padded(wp, 0, ETp, m * K * Kp, wp, 0, bp, 0, K, Kp, False, False)
-        _row_mul(ap, t * Kp, bp, 0, 1.0, mp, (s + t) * K, K)
+        _row_mul(mp, (s + t) * K, bp, 0, 1.0, mp, (s + t) * K, K)
     total = _row_sum(mp, s * K, K)
     return abs(total - 1.0) < 1e-6
 
 
 @kernel
-def _forward_backward_log(unary, s, L, pw, mat0, pw_stride, la, lb, marg, edge, e0, do_edge):
-    """Exact log-space forward-backward (the fallback). ``la``/``lb`` are (>= L, K) scratch.
+def _forward_backward_log(
+    unary, s, L, pw, mat0, pw_stride, masked, first, nxt, callowed, tmp, A, a0, store, lb,
+    edge, e0, do_edge,
+):
+    """Exact log-space forward(-backward): the fallback. Returns the log-partition
+    (``-inf`` if the chain is infeasible).
 
-    Returns the log-partition (``-inf`` if the chain is infeasible, marginals untouched).
+    Log forward rows go to ``A`` as in :func:`_forward_scaled` (rows ``a0:a0+L`` when
+    ``store``, else two alternating rows); with ``store`` a backward pass then turns them
+    into node marginals in place (and writes edge marginals when ``do_edge``), keeping
+    two rows of backward messages in ``lb`` (2, K). The mask arguments are those of
+    :func:`_fill_block` (forward only).
     """
     K = unary.shape[1]
-    tmp = np.empty(K)
-    for j in range(K):
-        la[0, j] = unary[s, j]
-    for t in range(1, L):
+    up = data_pointer(unary)
+    terms = np.empty(K)
+    for t in range(L):
+        rp, r0 = _unary_row(up, s, t, K, masked, first, nxt, callowed, tmp)
+        cur = a0 + t if store else t & 1
+        if t == 0:
+            for j in range(K):
+                A[cur, j] = rp[r0 + j]
+            continue
+        prev = a0 + t - 1 if store else (t - 1) & 1
         m = (mat0 + t - 1) * pw_stride
         for j in range(K):
             for i in range(K):
-                tmp[i] = la[t - 1, i] + pw[m, i, j]
-            la[t, j] = _logsumexp_row(tmp) + unary[s + t, j]
-    logz = _logsumexp_row(la[L - 1])
-    if logz == _NEG_INF:
+                terms[i] = A[prev, i] + pw[m, i, j]
+            A[cur, j] = _logsumexp_row(terms) + rp[r0 + j]
+    logz = _logsumexp_row(A[a0 + L - 1] if store else A[(L - 1) & 1])
+    if logz == _NEG_INF or not store:
         return logz
     for j in range(K):
-        lb[L - 1, j] = 0.0
+        lb[(L - 1) & 1, j] = 0.0
     for t in range(L - 2, -1, -1):
         m = (mat0 + t) * pw_stride
+        nx = lb[(t + 1) & 1]
+        cu = lb[t & 1]
         for i in range(K):
             for j in range(K):
-                tmp[j] = pw[m, i, j] + unary[s + t + 1, j] + lb[t + 1, j]
-            lb[t, i] = _logsumexp_row(tmp)
-    for t in range(L):
-        for j in range(K):
-            marg[s + t, j] = math.exp(la[t, j] + lb[t, j] - logz)
-    if do_edge:
-        for t in range(L - 1):
-            m = (mat0 + t) * pw_stride
+                terms[j] = pw[m, i, j] + unary[s + t + 1, j] + nx[j]
+            cu[i] = _logsumexp_row(terms)
+        if do_edge:
             for i in range(K):
                 for j in range(K):
                     edge[e0 + t, i, j] = math.exp(
-                        la[t, i] + pw[m, i, j] + unary[s + t + 1, j] + lb[t + 1, j] - logz
+                        A[a0 + t, i] + pw[m, i, j] + unary[s + t + 1, j] + nx[j] - logz
                     )
+        for j in range(K):  # row t + 1 is done with: forward + backward -> marginal
+            A[a0 + t + 1, j] = math.exp(A[a0 + t + 1, j] + nx[j] - logz)
+    for j in range(K):
+        A[a0, j] = math.exp(A[a0, j] + lb[0, j] - logz)
     return logz
 
 
 @kernel
 def _infer_chain(
-    unary, s, L, pw, E, ET, colmax, spread, mat0, emat0, pw_stride, e0,
-    do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb,
+    unary, s, L, pw, mat0, pw_stride, e0, do_map, do_marg, do_edge,
+    E, ET, colmax, spread, refill, tmp, u, thr, o, z, beta, w, v, ckpt, lb,
     labels, marg, edge,
 ):
     """MAP and/or marginals of one chain. Returns ``(map_score, log_partition, status)``.
 
-    The chain's edge ``t`` uses ``pw[(mat0 + t) * pw_stride]`` and its scaled exponentials
-    ``E[(emat0 + t) * pw_stride]`` (``emat0`` is 0 when ``E`` holds this chain's matrices
-    only).
+    The chain's edge ``t`` uses ``pw[(mat0 + t) * pw_stride]``; ``E ... refill`` as in
+    :func:`_fill_block`. With marginals, Viterbi runs in the chain's rows of ``marg``
+    and the forward pass stores its rows there too; otherwise Viterbi uses ``v`` and
+    ``ckpt`` (see :func:`_viterbi_chain`).
     """
     score = 0.0
     logz = 0.0
@@ -776,20 +903,30 @@ def _infer_chain(
     if L == 0:
         return score, logz, status
     if do_map:
-        score = _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, labels)
+        if do_marg:
+            score = _viterbi_chain(unary, s, L, pw, mat0, pw_stride, marg, s, ckpt[:0], labels)
+        else:
+            score = _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, 0, ckpt, labels)
         if score == _NEG_INF:
             return score, _NEG_INF, STATUS_INFEASIBLE
     if do_marg:
-        logz, ok = _forward_scaled(unary, s, L, pw, E, colmax, spread, emat0, pw_stride, a, u, z)
+        no_mask = np.empty(0, dtype=np.int64)
+        no_allowed = np.empty((0, unary.shape[1]), dtype=np.bool_)
+        logz, ok = _forward_scaled(
+            unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
+            False, no_mask, no_mask, no_allowed, tmp, u, thr, o, marg, s, True, z,
+        )
         if ok and logz == _NEG_INF:
             return _NEG_INF, _NEG_INF, STATUS_INFEASIBLE
         if ok:
             ok = _backward_scaled(
-                s, L, E, ET, emat0, pw_stride, a, u, z, beta, w, marg, edge, e0, do_edge
+                unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill, tmp, u, z,
+                beta, w, marg, edge, e0, do_edge,
             )
         if not ok:
             logz = _forward_backward_log(
-                unary, s, L, pw, mat0, pw_stride, la, lb, marg, edge, e0, do_edge
+                unary, s, L, pw, mat0, pw_stride, False, no_mask, no_mask, no_allowed, tmp,
+                marg, s, True, lb, edge, e0, do_edge,
             )
             if logz == _NEG_INF:
                 return _NEG_INF, _NEG_INF, STATUS_INFEASIBLE
@@ -805,11 +942,12 @@ def infer_batch(
 ):
     """Viterbi and/or forward-backward over every chain, ``prange`` over chunks of chains.
 
-    Scratch is allocated once per chunk of ``chunk`` chains, sized for its longest chain.
-    With a shared matrix (``pw_stride == 0``) ``E, ET, colmax, spread`` are its scaled
+    Scratch is allocated once per chunk of ``chunk`` chains, sized for its longest chain
+    (blocks of at most ``_BLOCK`` positions, see Memory in the module docstring). With a
+    shared matrix (``pw_stride == 0``) ``E, ET, colmax, spread`` are its scaled
     exponentials; with per-edge matrices they are ignored (only ``E.shape[2]``, the padded
-    width, is read) and each chain's are built in the chunk's scratch just before its
-    forward pass, so memory stays per thread and the exponentials are still in cache.
+    width, is read) and each block's are built in the chunk's scratch just before its
+    forward steps, so memory stays per thread and the exponentials are still in cache.
     """
     n_chains = offsets.shape[0] - 1
     K = unary.shape[1]
@@ -822,26 +960,26 @@ def infer_batch(
         Lmax = 1
         for c in range(c0, c1):
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
-        Ec, ETc, colc, spc = _exponentials_or_scratch(local, Lmax, E, ET, colmax, spread)
-        v = np.empty((Lmax, K))
-        a = zeros_rows(Lmax, Kp)
-        u = zeros_rows(Lmax, Kp)
-        z = np.empty(Lmax)
+        nb = min(Lmax, _BLOCK)
+        Ec, ETc, colc, spc = _exponentials_or_scratch(local, nb, E, ET, colmax, spread)
+        u = zeros_rows(nb, Kp)
+        thr = np.empty(nb)
+        o = zeros_rows(1, Kp)
+        z = np.empty(Lmax if do_marg else 0)
         beta = zeros_rows(1, Kp)
         w = zeros_rows(1, Kp)
-        la = np.empty((Lmax, K))
-        lb = np.empty((Lmax, K))
+        viterbi_only = do_map and not do_marg
+        v = np.empty((nb if viterbi_only else 0, K))
+        ckpt = np.empty(((Lmax + nb - 1) // nb if viterbi_only else 0, K))
+        lb = np.empty((2, K))
+        tmp = np.empty(K)
         for c in range(c0, c1):
             s = offsets[c]
             L = offsets[c + 1] - s
-            emat0 = edge_offsets[c]
-            if local:
-                _fill_scaled_exponentials(pw, emat0, max(L - 1, 0), Ec, ETc, colc, spc)
-                emat0 = 0
             sc, lz, st = _infer_chain(
-                unary, s, L, pw, Ec, ETc, colc, spc, edge_offsets[c], emat0, pw_stride,
-                edge_offsets[c], do_map, do_marg, do_edge, v, a, u, z, beta, w, la, lb,
-                labels, marg, edge,
+                unary, s, L, pw, edge_offsets[c], pw_stride, edge_offsets[c],
+                do_map, do_marg, do_edge, Ec, ETc, colc, spc, local, tmp, u, thr, o, z,
+                beta, w, v, ckpt, lb, labels, marg, edge,
             )
             scores[c] = sc
             logz[c] = lz
@@ -928,34 +1066,6 @@ def pseudo_marginals_batch(unary, offsets, edge_offsets, pw, pw_stride, labels, 
 # --------------------------------------------------------------------------- constrained forward
 
 
-@kernel
-def _masked_log_partition(
-    unary, s, L, pw, E, colmax, spread, mat0, emat0, pw_stride, cpos, callowed, k0, k1, buf, a, u, z,
-    la, lb, marg_dummy, edge_dummy,
-):
-    """Log-partition of one chain with some labels forbidden.
-
-    Labels outside ``callowed[k]`` are forbidden at position ``cpos[k]`` for
-    ``k0 <= k < k1``. ``buf`` is (>= L, K) scratch for the masked unary; ``mat0`` and
-    ``emat0`` index ``pw`` and ``E`` as in :func:`_infer_chain`.
-    """
-    K = unary.shape[1]
-    for t in range(L):
-        for j in range(K):
-            buf[t, j] = unary[s + t, j]
-    for q in range(k0, k1):
-        t = cpos[q]
-        for j in range(K):
-            if not callowed[q, j]:
-                buf[t, j] = _NEG_INF
-    logz, ok = _forward_scaled(buf, 0, L, pw, E, colmax, spread, emat0, pw_stride, a, u, z)
-    if not ok:
-        logz = _forward_backward_log(
-            buf, 0, L, pw, mat0, pw_stride, la, lb, marg_dummy, edge_dummy, 0, False
-        )
-    return logz
-
-
 @batch_kernel
 def constrained_log_partition_batch(
     unary, offsets, edge_offsets, pw, pw_stride, E, colmax, spread,
@@ -963,14 +1073,18 @@ def constrained_log_partition_batch(
 ):
     """Constrained log-partition of each query (``prange`` over chunks of queries).
 
-    ``E``, ``colmax`` and ``spread`` are as in :func:`infer_batch`: with per-edge matrices a chain's
-    scaled exponentials are built in the chunk's scratch, once for each run of
-    consecutive queries on that chain.
+    Labels outside ``callowed[k]`` are forbidden at position ``cpos[k]`` of the query's
+    chain for its constraints ``k`` in ``q_offsets[q]:q_offsets[q + 1]``; the forward pass
+    applies them as it reads each unary row (:func:`_unary_row`), through a per-thread
+    list of constraints by position. ``E``, ``colmax`` and ``spread`` are as in
+    :func:`infer_batch`: with per-edge matrices a chain's scaled exponentials are built
+    in the chunk's scratch, once for consecutive queries on a chain of one block.
     """
     n_q = q_chain.shape[0]
     K = unary.shape[1]
     Kp = E.shape[2]
     local = pw_stride != 0
+    nxt = np.empty(cpos.shape[0], dtype=np.int64)  # each query links its own constraints
     n_chunks = (n_q + chunk - 1) // chunk
     for b in prange(n_chunks):
         q0 = b * chunk
@@ -979,15 +1093,17 @@ def constrained_log_partition_batch(
         for q in range(q0, q1):
             c = q_chain[q]
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
-        Ec, ETc, colc, spc = _exponentials_or_scratch(local, Lmax, E, E, colmax, spread)
-        buf = np.empty((Lmax, K))
-        a = zeros_rows(Lmax, Kp)
-        u = zeros_rows(Lmax, Kp)
-        z = np.empty(Lmax)
-        la = np.empty((Lmax, K))
-        lb = np.empty((Lmax, K))
-        marg_dummy = np.empty((Lmax, K))
+        nb = min(Lmax, _BLOCK)
+        Ec, ETc, colc, spc = _exponentials_or_scratch(local, nb, E, E, colmax, spread)
+        u = zeros_rows(nb, Kp)
+        thr = np.empty(nb)
+        o = zeros_rows(1, Kp)
+        A = np.empty((2, K))
+        lb = np.empty((2, K))
+        tmp = np.empty(K)
+        z = np.empty(0)
         edge_dummy = np.empty((0, K, K))
+        first = np.full(Lmax, -1, dtype=np.int64)
         filled = -1
         for q in range(q0, q1):
             c = q_chain[q]
@@ -996,13 +1112,21 @@ def constrained_log_partition_batch(
             if L == 0:
                 out[q] = 0.0
                 continue
-            emat0 = edge_offsets[c]
-            if local:
-                if c != filled:
-                    _fill_scaled_exponentials(pw, emat0, L - 1, Ec, ETc, colc, spc)
-                    filled = c
-                emat0 = 0
-            out[q] = _masked_log_partition(
-                unary, s, L, pw, Ec, colc, spc, edge_offsets[c], emat0, pw_stride, cpos, callowed,
-                q_offsets[q], q_offsets[q + 1], buf, a, u, z, la, lb, marg_dummy, edge_dummy,
+            k0, k1 = q_offsets[q], q_offsets[q + 1]
+            for k in range(k1 - 1, k0 - 1, -1):
+                nxt[k] = first[cpos[k]]
+                first[cpos[k]] = k
+            refill = local and not (c == filled and L <= nb)
+            logz, ok = _forward_scaled(
+                unary, s, L, pw, edge_offsets[c], pw_stride, Ec, ETc, colc, spc, refill,
+                True, first, nxt, callowed, tmp, u, thr, o, A, 0, False, z,
             )
+            filled = c
+            if not ok:
+                logz = _forward_backward_log(
+                    unary, s, L, pw, edge_offsets[c], pw_stride, True, first, nxt, callowed,
+                    tmp, A, 0, False, lb, edge_dummy, 0, False,
+                )
+            out[q] = logz
+            for k in range(k0, k1):
+                first[cpos[k]] = -1
