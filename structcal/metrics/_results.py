@@ -26,8 +26,9 @@ class ReliabilityTable:
     Attributes
     ----------
     bin_edges : ndarray of shape (n_bins + 1,)
-        Bin boundaries, from 0 to 1. Bin ``b`` holds forecasts ``edges[b] <= p <
-        edges[b+1]`` (the last bin also holds ``p = 1``).
+        Bin boundaries, from 0 to 1 (uniform bins: ``b / n_bins``, so that 0.3 is exactly
+        the float ``0.3``). Bin ``b`` holds forecasts ``edges[b] <= p < edges[b+1]`` (the
+        last bin also holds ``p = 1``): a forecast on an edge counts in the bin above it.
     counts : ndarray of shape (n_bins,)
         Total weight of each bin: the number of forecasts when unweighted (float64;
         fractional under the convex mapping, which splits a forecast between two bins).

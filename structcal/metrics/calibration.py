@@ -306,7 +306,7 @@ class _BinnedSpec:
     def edges(self, c):
         s = self.columns.scores[c]
         if not self.quantile:
-            return np.linspace(0.0, 1.0, self.n_bins + 1)
+            return _kernels.uniform_edges(self.n_bins)
         w, use_w = _weights(self.columns)
         if use_w:
             order = np.argsort(s)
