@@ -157,6 +157,10 @@ def test_local_curve_and_reliability_curve_on_the_logit_scale():
     assert ok.sum() > 500
     true_lce = expit(logit(lc.grid[ok]) / 1.5) - lc.grid[ok]
     assert np.max(np.abs(lc.lce[ok] - true_lce)) < 0.03  # noise of ~1000 local samples
+    # interpolation: the curve's values at its grid, NaN outside the forecasts' range
+    j = np.flatnonzero(ok)[:5]
+    np.testing.assert_allclose(lc.at(lc.grid[j]), lc.lce[j], rtol=1e-12)
+    assert np.isnan(lc.at([0.0, 1.0])).all()
     rc = reliability_curve(y, p, scale="logit", n_resamples=50, random_state=0)
     inner = np.isfinite(rc.low) & np.isfinite(rc.high)
     assert inner.sum() > 100

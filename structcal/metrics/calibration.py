@@ -113,11 +113,12 @@ class LocalCalibration:
         return self.grid + self.lce
 
     def at(self, scores) -> np.ndarray:
-        """Interpolate the local calibration error at ``scores`` (NaN where undefined)."""
+        """Interpolate the local calibration error at ``scores`` (NaN where undefined,
+        including outside the grid, which on the logit scale spans the forecasts)."""
         s = as_float_array(scores, "scores")
         if s.size and ((s < 0).any() or (s > 1).any()):
             raise ParameterError("`scores` must lie in [0, 1]")
-        return np.interp(s, self.grid, self.lce)
+        return np.interp(s, self.grid, self.lce, left=np.nan, right=np.nan)
 
 
 @dataclass(frozen=True)
