@@ -13,8 +13,23 @@ One deliberate change from the paper: the truth uses the mixture's exact posteri
 label noise), on 400 000 holdout points in 200 equal-mass bins, so that the reference is
 not itself inflated by the plug-in bias being studied.
 
-    python benchmarks/ece_estimator_study.py            # default run, a few minutes
+Second regime, **confident forecasters** (structured events: per-token correctness is
+90-99%): binary forecasts drawn from a pool of scores whose mean is 0.9-0.99, the raw
+probabilities of the marginal events of the shipped OCR chain CRF (``ocr_chain_crf`` on
+the recalibration and test words: each letter's MAP-label marginal) and logit-normal pools
+with means 0.9, 0.95 and 0.99. Outcomes are drawn as ``y ~ Bernoulli(g(s))`` with a known
+recalibration map ``g`` (temperature 1.5 or 0.7 on the logit, logit shifted by -+0.5), so
+the truth ``E |g(s) - s|`` over the pool is exact; evaluation sets of 100 to 10^5 forecasts.
+The same pools with ``g(s) = s`` (perfectly calibrated: true ECE 0) give each estimator's
+reading on calibrated forecasts, and the default's 95% bootstrap intervals are checked for
+containing the estimate and the truth.
+
+    python benchmarks/ece_estimator_study.py            # default run, about 10 minutes
     python benchmarks/ece_estimator_study.py --json
+    python benchmarks/ece_estimator_study.py --save benchmarks/results/ece_estimator_study.json \
+        > benchmarks/results/ece_estimator_study.txt   # the run the README quotes
+    python benchmarks/ece_estimator_study.py --confident-check 10000 --resamples 400 \
+        > benchmarks/results/ece_confident_check.txt   # default vs legacy only, more sets
     python benchmarks/ece_estimator_study.py --quick    # seconds (used by a test)
 """
 
@@ -28,7 +43,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import expit, logit, logsumexp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,7 +55,8 @@ from structcal.metrics import (  # noqa: E402
 )
 
 LEGACY = "binned, 15 uniform bins (legacy)"
-DEFAULT = "calibration_error (structcal default)"
+DEFAULT = "calibration_error (default: KDE, logit)"
+PREVIOUS = "KDE, smoothed residuals, probability"
 
 ESTIMATORS = {
     LEGACY: lambda y, P, s: binned_calibration_error(y, P, setting=s).ece,
@@ -60,6 +76,8 @@ ESTIMATORS = {
         y, P, setting=s, strategy="quantile", mapping="convex", n_bins="sqrt").ece,
     "KDE, smoothed labels (paper)": lambda y, P, s: kde_calibration_error(
         y, P, setting=s, smoothing="labels").ece,
+    # the default until issue 15: Silverman's bandwidth collapses on confident forecasts
+    PREVIOUS: lambda y, P, s: kde_calibration_error(y, P, setting=s).ece,
     DEFAULT: lambda y, P, s: calibration_error(y, P, setting=s).ece,
 }
 
@@ -189,7 +207,8 @@ def calibrated_bias(rng, sizes, reps):
         LEGACY: lambda y, p: binned_calibration_error(y, p).ece,
         "KDE, smoothed labels (paper)": lambda y, p: kde_calibration_error(
             y, p, smoothing="labels").ece,
-        "KDE, smoothed residuals (default)": lambda y, p: kde_calibration_error(y, p).ece,
+        PREVIOUS: lambda y, p: kde_calibration_error(y, p).ece,
+        DEFAULT: lambda y, p: calibration_error(y, p).ece,
     }
     out = {}
     for dist in ("uniform", "beta(0.5, 3)"):
@@ -206,9 +225,146 @@ def calibrated_bias(rng, sizes, reps):
     return out
 
 
-def recommendation(summary, sizes):
+# ---------------------------------------------------------------------------------------
+# confident forecasters
+
+
+def ocr_crf_confidences():
+    """Raw probabilities of the OCR chain CRF's marginal events (recalibration + test)."""
+    from structcal.crf import ChainCRF
+    from structcal.datasets import load_ocr
+    from structcal.inference import infer
+    from structcal.io import pretrained_path
+
+    crf = ChainCRF.load(pretrained_path("ocr_chain_crf"))
+    data = load_ocr()
+    words = data.subset(~np.isin(data.folds, [0, 1, 2]))  # not the training folds
+    result = infer(crf.potentials(words.X))
+    return result.marginals[np.arange(len(result.map_labels)), result.map_labels]
+
+
+def logit_normal_pool(rng, mean, sd, size):
+    """``expit(mu + sd * z)``, with ``mu`` set so that the pool's mean is ``mean``."""
+    z = rng.standard_normal(size)
+    lo, hi = -10.0, 20.0
+    for _ in range(80):
+        mu = 0.5 * (lo + hi)
+        lo, hi = (mu, hi) if expit(mu + sd * z).mean() < mean else (lo, mu)
+    return expit(0.5 * (lo + hi) + sd * z)
+
+
+def _logit(s):
+    return logit(np.clip(s, 1e-15, 1 - 1e-15))
+
+
+MISCALIBRATIONS = {  # the true P(y = 1 | s) = g(s)
+    "temperature 1.5 (overconfident)": lambda s: expit(_logit(s) / 1.5),
+    "temperature 0.7 (underconfident)": lambda s: expit(_logit(s) / 0.7),
+    "logit - 0.5": lambda s: expit(_logit(s) - 0.5),
+    "logit + 0.5": lambda s: expit(_logit(s) + 0.5),
+}
+
+
+def confident_pools(rng, quick):
+    pools = {}
+    if not quick:
+        pools["OCR chain CRF marginal events"] = ocr_crf_confidences()
+    for mean, sd in ((0.9, 1.5), (0.95, 1.5), (0.99, 1.0)):
+        if quick and mean != 0.95:
+            continue
+        pools[f"logit-normal, mean {mean}"] = logit_normal_pool(rng, mean, sd, 200_000)
+    return pools
+
+
+def run_confident(args, rng, estimators=ESTIMATORS):
+    """p95 relative errors on miscalibrated confident pools, readings on calibrated ones."""
+    pools = confident_pools(rng, args.quick)
+    records, calibrated = [], {}
+    for pname, pool in pools.items():
+        for gname, g in {**MISCALIBRATIONS, "calibrated": lambda s: s}.items():
+            if args.quick and gname not in ("calibrated", "temperature 1.5 (overconfident)"):
+                continue
+            eta = g(pool)
+            truth = float(np.mean(np.abs(eta - pool)))
+            values = {name: [] for name in estimators}
+            for m in args.confident_sizes:
+                reps = args.resamples if m < 100_000 else max(5, args.resamples // 5)
+                est = {name: np.empty(reps) for name in estimators}
+                for r in range(reps):
+                    idx = rng.integers(0, len(pool), m)
+                    s, y = pool[idx], (rng.random(m) < eta[idx]).astype(np.int64)
+                    for name, f in estimators.items():
+                        est[name][r] = f(y, s, "binary")
+                for name in estimators:
+                    if gname == "calibrated":
+                        values[name].append(float(est[name].mean()))
+                    else:
+                        rel = np.abs(est[name] - truth) / truth
+                        values[name].append(float(np.percentile(rel, 95)))
+            if gname == "calibrated":
+                calibrated[pname] = {"mean_forecast": float(pool.mean()),
+                                     "mean_estimate": values}
+            else:
+                records.append({"pool": pname, "miscalibration": gname, "true_ece": truth,
+                                "mean_forecast": float(pool.mean()), "p95": values})
+            if args.progress:
+                print(f"  confident: {pname} / {gname}: true ECE {truth:.5f}", file=sys.stderr)
+    summary = {name: [float(np.median([r["p95"][name][j] for r in records]))
+                      for j in range(len(args.confident_sizes))] for name in estimators}
+    return records, calibrated, summary, pools
+
+
+def confident_check(args):
+    """Only the default against the legacy estimator in the confident regime (more sets)."""
+    pair = {name: ESTIMATORS[name] for name in (LEGACY, DEFAULT)}
+    rng = np.random.default_rng(args.seed + 3)
+    records, _, summary, pools = run_confident(args, rng, pair)
+    print(f"confident regime, default vs legacy: {len(records)} score distributions, "
+          f"{args.resamples} evaluation sets per size (seed {args.seed + 3})")
+    print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>10s}" for m in args.confident_sizes))
+    for name, vals in summary.items():
+        print(f"{name:42s}" + "".join(f"{v:10.4f}" for v in vals))
+    ratio = [d / g for d, g in zip(summary[DEFAULT], summary[LEGACY])]
+    wins = [[r["p95"][DEFAULT][j] < r["p95"][LEGACY][j] for r in records]
+            for j in range(len(args.confident_sizes))]
+    print("ratio default / legacy: " + ", ".join(f"{x:.3f}" for x in ratio))
+    print("distributions where the default's p95 error is lower: "
+          + ", ".join(f"{sum(w)}/{len(w)}" for w in wins))
+    return {"sizes": args.confident_sizes, "resamples": args.resamples, "summary": summary,
+            "ratio": ratio, "wins": [int(sum(w)) for w in wins],
+            "pools": {k: float(v.mean()) for k, v in pools.items()}}
+
+
+def interval_coverage(args, rng, pools):
+    """How often the default's 95% intervals contain the estimate and the truth."""
+    out = {}
+    g = MISCALIBRATIONS["temperature 1.5 (overconfident)"]
+    for m in args.coverage_sizes:
+        counts = {meth: {"contains_estimate": 0, "contains_truth": 0}
+                  for meth in ("recentred", "percentile")}
+        total = 0
+        for pname, pool in pools.items():
+            eta = g(pool)
+            truth = float(np.mean(np.abs(eta - pool)))
+            for _ in range(args.coverage_reps):
+                idx = rng.integers(0, len(pool), m)
+                s, y = pool[idx], (rng.random(m) < eta[idx]).astype(np.int64)
+                r = calibration_error(y, s)
+                seed = int(rng.integers(1 << 31))
+                for meth in counts:
+                    ci = r.confidence_interval(random_state=seed, method=meth)
+                    counts[meth]["contains_estimate"] += ci.low <= r.estimate <= ci.high
+                    counts[meth]["contains_truth"] += ci.low <= truth <= ci.high
+                total += 1
+        out[str(m)] = {meth: {k: v / total for k, v in c.items()} for meth, c in counts.items()}
+        out[str(m)]["n_intervals"] = total
+    return out
+
+
+def recommendation(summary, sizes_of):
     lines, verdict = [], {}
     for setting, table in summary.items():
+        sizes = sizes_of[setting]
         mean_err = {name: float(np.mean(v)) for name, v in table.items()}
         best = min(mean_err, key=mean_err.get)
         per_size = [min(table, key=lambda name: table[name][j]) for j in range(len(sizes))]
@@ -241,12 +397,27 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resamples", type=int, default=100, help="evaluation sets per size")
     ap.add_argument("--progress", action="store_true", help="report progress on stderr")
+    ap.add_argument("--save", metavar="PATH", help="also write the JSON output to PATH")
+    ap.add_argument("--confident-check", type=int, nargs="+", metavar="N",
+                    help="only compare the default with the legacy estimator on confident "
+                         "forecasts at these sizes (use with --resamples)")
     args = ap.parse_args(argv)
+    if args.confident_check:
+        args.quick, args.progress, args.confident_sizes = False, False, args.confident_check
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SparseBinsWarning)
+            out = confident_check(args)
+        if args.save:
+            Path(args.save).write_text(json.dumps(out, indent=2) + "\n")
+        return out
     if args.quick:
         args.classes, args.dims, args.problems = [2], [2], 1
         args.sizes, args.resamples = [30, 100], min(args.resamples, 20)
         args.holdout, args.truth_bins, args.train = 20_000, 50, 300
+        args.confident_sizes, args.coverage_sizes, args.coverage_reps = [100, 1000], [300], 2
     else:
+        args.confident_sizes = [100, 1_000, 10_000, 100_000]
+        args.coverage_sizes, args.coverage_reps = [100, 1_000, 10_000], 25
         args.classes, args.dims, args.problems = [2, 4], [2, 8], 2
         args.sizes = [30, 50, 100, 200, 500]
         args.holdout, args.truth_bins, args.train = 400_000, 200, 300
@@ -256,7 +427,15 @@ def main(argv=None):
         bias_sizes = [100, 1000] if args.quick else [100, 1_000, 10_000, 100_000]
         bias = calibrated_bias(np.random.default_rng(args.seed + 1), bias_sizes,
                                3 if args.quick else 20)
-    lines, verdict = recommendation(summary, args.sizes)
+        t0 = time.time()
+        crng = np.random.default_rng(args.seed + 2)
+        conf_records, conf_calibrated, conf_summary, pools = run_confident(args, crng)
+        coverage = interval_coverage(args, crng, pools)
+        conf_elapsed = time.time() - t0
+    summary = {**summary, "confident (binary)": conf_summary}
+    sizes_of = {k: args.sizes for k in summary}
+    sizes_of["confident (binary)"] = args.confident_sizes
+    lines, verdict = recommendation(summary, sizes_of)
     out = {
         "protocol": {
             "classes": args.classes, "dims": args.dims, "problems_per_cell": args.problems,
@@ -269,10 +448,22 @@ def main(argv=None):
         "median_p95_relative_error": summary,
         "verdict": verdict,
         "calibrated_bias": {"sizes": bias_sizes, "mean_estimate": bias},
+        "confident": {
+            "sizes": args.confident_sizes,
+            "pools": {k: {"size": int(len(v)), "mean_forecast": float(v.mean())}
+                      for k, v in pools.items()},
+            "miscalibrations": [r["miscalibration"] for r in conf_records[:4]],
+            "records": conf_records,
+            "calibrated_mean_estimate": conf_calibrated,
+            "interval_coverage": coverage,
+            "seconds": conf_elapsed,
+        },
         "true_ece": [{k: r[k] for k in ("classes", "dim", "problem", "model", "setting",
                                         "true_ece", "accuracy")} for r in records],
         "seconds": elapsed,
     }
+    if args.save:
+        Path(args.save).write_text(json.dumps(out, indent=2) + "\n")
     if args.json:
         print(json.dumps(out, indent=2))
         return out
@@ -283,8 +474,15 @@ def main(argv=None):
     print("median over distributions of the 95th-percentile relative error |est - true| / "
           "true (lower is better)")
     for setting, table in summary.items():
-        print(f"\n[{setting}]")
-        print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>9s}" for m in args.sizes))
+        if setting == "confident (binary)":
+            print(f"\n[{setting}: {len(conf_records)} score distributions = "
+                  f"{len(pools)} pools x {len(conf_records) // max(len(pools), 1)} "
+                  "miscalibrations, mean forecast "
+                  + ", ".join(f"{v.mean():.3f}" for v in pools.values()) + "]")
+        else:
+            print(f"\n[{setting}]")
+        sizes = sizes_of[setting]
+        print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>9s}" for m in sizes))
         for name, vals in table.items():
             print(f"{name:42s}" + "".join(f"{v:9.3f}" for v in vals))
     truths = np.array([r["true_ece"] for r in records])
@@ -296,6 +494,22 @@ def main(argv=None):
         print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>10s}" for m in bias_sizes))
         for name, vals in table.items():
             print(f"{name:42s}" + "".join(f"{v:10.4f}" for v in vals))
+    print("\nmean estimate on perfectly calibrated confident forecasts (true ECE = 0)")
+    for pname, rec in conf_calibrated.items():
+        print(f"[{pname}, mean forecast {rec['mean_forecast']:.3f}]")
+        print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>10s}"
+                                             for m in args.confident_sizes))
+        for name in (LEGACY, PREVIOUS, DEFAULT):
+            print(f"{name:42s}" + "".join(f"{v:10.4f}" for v in rec["mean_estimate"][name]))
+    print("\n95% bootstrap intervals of the default (200 resamples) on the temperature-1.5 "
+          "pools: fraction containing")
+    print(f"{'n':>8s} {'intervals':>10s} {'recentred: est.':>16s} {'truth':>7s} "
+          f"{'percentile: est.':>17s} {'truth':>7s}")
+    for m, c in coverage.items():
+        print(f"{m:>8s} {c['n_intervals']:10d} {c['recentred']['contains_estimate']:16.3f} "
+              f"{c['recentred']['contains_truth']:7.3f} "
+              f"{c['percentile']['contains_estimate']:17.3f} "
+              f"{c['percentile']['contains_truth']:7.3f}")
     print("\n".join(["", "recommendation:"] + lines))
     return out
 

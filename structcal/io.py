@@ -8,6 +8,10 @@ implementing ``_to_state() -> (params, arrays)`` and a classmethod
 dispatches by class name through that allow-list only (no imports driven by file
 content). Writes are atomic: both files are written to temporary names and renamed, so a
 failed save leaves nothing behind.
+
+Every file that cannot be read as a structcal model (missing, empty, truncated, corrupt,
+not a zip archive, arrays that do not fit the manifest) makes :func:`load` raise
+:class:`~structcal.exceptions.ParameterError` naming the file, never a lower-level error.
 """
 
 from __future__ import annotations
@@ -191,6 +195,13 @@ def load(path, *, expected_class: type | None = None):
     Returns
     -------
     estimator
+
+    Raises
+    ------
+    ParameterError
+        For any file that cannot be read as a model of a registered class (missing,
+        empty, truncated or corrupt, another class than ``expected_class``, another
+        format version).
     """
     npz_path, json_path = model_paths(path)
     manifest = read_manifest(path)
@@ -211,14 +222,24 @@ def load(path, *, expected_class: type | None = None):
     if not npz_path.exists():
         raise ParameterError(f"the arrays of model {str(json_path)!r} are missing ({npz_path})")
     try:
-        with np.load(npz_path, allow_pickle=False) as data:
+        # (our own handle: np.load leaves its file open when the archive is unreadable)
+        with open(npz_path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
-    except (ValueError, OSError) as exc:
-        raise ParameterError(f"cannot read model arrays {str(npz_path)!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001  (EOFError, BadZipFile, zlib.error, header errors...)
+        raise ParameterError(
+            f"cannot read model arrays {str(npz_path)!r} (empty, truncated or corrupt file?): "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
     missing = set(manifest.get("arrays", [])) - set(arrays)
     if missing:
         raise ParameterError(f"model arrays {sorted(missing)} are missing from {str(npz_path)!r}")
-    model = cls._from_state(manifest["params"], arrays)
+    try:
+        model = cls._from_state(manifest["params"], arrays)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
+        raise ParameterError(
+            f"the arrays {str(npz_path)!r} and manifest {str(json_path)!r} do not describe a "
+            f"valid {name}: {type(exc).__name__}: {exc}"
+        ) from None
     model.metadata_ = manifest.get("metadata", {})
     return model
 

@@ -365,6 +365,8 @@ class StructuredRecalibrator(BaseEstimator):
             if names != self.feature_names_[key]:
                 raise ParameterError(f"feature columns of {key!r} differ from those seen in fit")
             rows = np.ones(table.n_events, bool) if key == "pooled" else table.kind == table.kind_names.index(key)
+            if not rows.any():  # no events of this kind in the batch: nothing to forecast
+                continue
             proba = model.predict_proba(X)
             forecast[rows] = proba[:, 1] if proba.shape[1] == 2 else np.where(
                 model.classes_[0] == True, 1.0, 0.0  # noqa: E712  (fit on one outcome)

@@ -21,8 +21,13 @@ def run_script(name, *args):
 def test_estimator_study_quick_run():
     out = json.loads(run_script("ece_estimator_study.py", "--quick", "--json"))
     table = out["median_p95_relative_error"]["confidence"]
-    assert len(table) == 10
+    assert len(table) == 11
     assert all(len(v) == 2 and all(x >= 0 for x in v) for v in table.values())
+    confident = out["median_p95_relative_error"]["confident (binary)"]
+    assert len(confident) == 11
+    assert all(len(v) == 2 and all(x >= 0 for x in v) for v in confident.values())
+    coverage = out["confident"]["interval_coverage"]["300"]
+    assert coverage["recentred"]["contains_estimate"] == 1.0
     assert out["protocol"]["n_score_distributions"] == 2
     assert all(t["true_ece"] > 0 for t in out["true_ece"])
     assert "default_beats_legacy_at_every_size" in out["verdict"]["confidence"]

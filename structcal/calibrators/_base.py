@@ -169,11 +169,20 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     """
 
     _probabilities = False  # inputs must lie in [0, 1]
+    _max_abs_score = None  # calibrators that square or cube scores refuse larger ones
 
     def _scores(self, X, reset):
         if not reset:
             check_is_fitted(self)
         S = check_scores(X, probabilities=self._probabilities_required())
+        if self._max_abs_score is not None and S.size:
+            big = float(np.abs(S).max())
+            if big > self._max_abs_score:
+                raise ParameterError(
+                    f"`X` holds a score of magnitude {big:.3g}; {type(self).__name__} squares "
+                    f"or cubes scores and accepts magnitudes up to {self._max_abs_score:g} "
+                    "(pass logits or probabilities, or rescale the scores)"
+                )
         ndim = np.asarray(X).ndim
         if not reset and S.shape[1] != self.n_features_in_:
             hint = "; Reshape your data: 1-d input is read as one score column" if ndim == 1 else ""

@@ -27,8 +27,8 @@ class BinnedMap:
     values : ndarray of shape (n_bins,)
         Calibrated probability of each bin.
     uniform : bool
-        Whether the edges are ``b / n_bins`` (then bins are found by ``floor(s *
-        n_bins)``, exactly as the binned calibration metrics do).
+        Whether the edges are ``b / n_bins`` (then bins are found in O(1), with the same
+        rule ``edges[b] <= s < edges[b+1]`` as the binned calibration metrics).
     """
 
     bin_edges: np.ndarray
@@ -97,7 +97,7 @@ class HistogramBinning(ScoreCalibrator):
     def _fit_column(self, s, outcome, w, column):
         uniform = self.strategy == "uniform"
         if uniform:
-            edges = np.linspace(0.0, 1.0, self.n_bins + 1)
+            edges = _metric_kernels.uniform_edges(self.n_bins)
         else:
             order = np.argsort(s)
             edges = _metric_kernels.sorted_quantile_edges(s[order], w[order], True, self.n_bins)

@@ -101,11 +101,16 @@ class PlattScaling(ScoreCalibrator):
             npos = float(w[outcome == 1].sum())
             nneg = float(w.sum()) - npos
             t = np.where(outcome == 1, (npos + 1.0) / (npos + 2.0), 1.0 / (nneg + 2.0))
-        mu = float(np.average(s, weights=w))
-        sd = float(np.sqrt(np.average((s - mu) ** 2, weights=w)))
-        if not sd > 0:
-            sd = 1.0
-        X = np.column_stack([(s - mu) / sd, np.ones_like(s)])
+        # standardise on s / max|s| so that scores near the float range do not overflow
+        scale = float(np.abs(s).max()) if s.size else 0.0
+        scale = scale if scale > 0 else 1.0
+        z = s / scale
+        mu_z = float(np.average(z, weights=w))
+        sd_z = float(np.sqrt(np.average((z - mu_z) ** 2, weights=w)))
+        if not sd_z > 0:
+            sd_z = 1.0 / scale  # (sd = 1)
+        mu, sd = mu_z * scale, sd_z * scale
+        X = np.column_stack([(z - mu_z) / sd_z, np.ones_like(s)])
         beta, n_iter = newton_logistic(X, t, w, max_iter=self.max_iter, what="Platt scaling")
         self.n_iter_ = max(self.n_iter_, n_iter)
         coef = beta[0] / sd

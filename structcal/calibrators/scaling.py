@@ -67,6 +67,8 @@ class TemperatureScaling(BaseCalibrator):
     True
     """
 
+    _max_abs_score = 1e100  # (cubes/squares of larger scores overflow)
+
     def __init__(self, *, max_iter=100):
         self.max_iter = max_iter
 
@@ -146,6 +148,8 @@ class VectorScaling(BaseCalibrator):
     C. Guo, G. Pleiss, Y. Sun, K. Q. Weinberger, *On calibration of modern neural
     networks*, ICML 2017.
     """
+
+    _max_abs_score = 1e100  # (cubes/squares of larger scores overflow)
 
     def __init__(self, *, reg=0.0, max_iter=500):
         self.reg = reg

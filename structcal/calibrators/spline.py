@@ -337,6 +337,8 @@ class SplineCalib(ScoreCalibrator):
     True
     """
 
+    _max_abs_score = 1e100  # (cubes/squares of larger scores overflow)
+
     def __init__(
         self,
         *,

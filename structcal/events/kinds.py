@@ -14,6 +14,12 @@ list of kinds). Each kind says, for a :class:`~structcal.StructuredPrediction`:
 Item-scope events (one per input: MAP, lexicon, span, any-label, predicates) are described
 by the MAP-recalibration features of Table 1; node-scope events (one per position: marginal,
 label-at) by the marginal-recalibration features.
+
+**Empty items.** An input with no nodes (a 0-length chain, a graph with no nodes) has no
+events of any kind: there is nothing to predict, so nothing to calibrate (its only
+labeling, the empty one, is certain). Such items are accepted and simply contribute no
+rows; ``on_short="error"`` does not fire for them. A batch (or a kind) with no events gives
+empty results, never an error.
 """
 
 from __future__ import annotations
@@ -63,9 +69,10 @@ class EventInstances:
 
 
 def _per_item(pred) -> EventInstances:
-    n = pred.n_items
-    minus = np.full(n, -1, dtype=np.int64)
-    return EventInstances(np.arange(n, dtype=np.int64), minus, minus.copy())
+    """One event per non-empty item (an empty item has no events, see the module notes)."""
+    items = np.flatnonzero(pred.lengths > 0).astype(np.int64)
+    minus = np.full(items.shape[0], -1, dtype=np.int64)
+    return EventInstances(items, minus, minus.copy())
 
 
 def _count_per_item(pred, flags) -> np.ndarray:
@@ -86,8 +93,8 @@ def _resolve_positions(pred, position, on_short, what):
     lengths = pred.lengths
     pos = np.where(position < 0, lengths + position, position)
     ok = (pos >= 0) & (pos < lengths)
-    if not ok.all() and on_short == "error":
-        bad = int(np.flatnonzero(~ok)[0])
+    if not ok[lengths > 0].all() and on_short == "error":
+        bad = int(np.flatnonzero(~ok & (lengths > 0))[0])
         raise ParameterError(
             f"{what}: position {position} is past the end of item {bad} (length "
             f"{lengths[bad]}); pass on_short='skip' to leave such items out"
@@ -245,8 +252,8 @@ class SpanEquals(EventKind):
         lengths = pred.lengths
         first = np.where(self.start < 0, lengths + self.start, self.start)
         ok = (first >= 0) & (first + m <= lengths)
-        if not ok.all() and self.on_short == "error":
-            bad = int(np.flatnonzero(~ok)[0])
+        if not ok[lengths > 0].all() and self.on_short == "error":
+            bad = int(np.flatnonzero(~ok & (lengths > 0))[0])
             raise ParameterError(
                 f"SpanEquals: the span of length {m} at {self.start} does not fit in item {bad} "
                 f"(length {lengths[bad]}); pass on_short='skip' to leave such items out"

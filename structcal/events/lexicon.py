@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_int_array, describe
+from .._validation import as_int_array, check_int, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from ..potentials import ChainPotentials
 from . import _lexicon
@@ -48,6 +48,7 @@ class Lexicon:
     def __init__(self, words, *, n_states: int, alphabet: str | None = None):
         if isinstance(words, (str, bytes)) or not hasattr(words, "__iter__"):
             raise ParameterTypeError(f"`words` must be an iterable of words; got {describe(words)}")
+        n_states = check_int(n_states, "n_states", low=1)
         if alphabet is not None and len(alphabet) != n_states:
             raise ParameterError(
                 f"`alphabet` must have n_states={n_states} characters; got {len(alphabet)}"
@@ -63,7 +64,8 @@ class Lexicon:
                     raise ParameterError(f"word {w!r} has characters {bad} not in the alphabet")
                 seqs.add(tuple(index[ch] for ch in w))
             else:
-                seq = as_int_array(np.asarray(w), "word", ndim=1, low=0, high=n_states)
+                # (a list, not np.asarray(w): an empty list is an empty word, as "" is)
+                seq = as_int_array(w, "word", ndim=1, low=0, high=n_states)
                 seqs.add(tuple(seq.tolist()))
         self.n_states = int(n_states)
         self.alphabet = alphabet

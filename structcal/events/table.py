@@ -347,8 +347,9 @@ def build_events(
         values, names_k = [], []
         for f in plan:
             v = np.asarray(f.func(ctx), dtype=np.float64)
-            v = v.reshape(len(events), -1)
             cols = f.column_names(ctx)
+            # (no events: no values to infer the column count from)
+            v = v.reshape(len(events), -1 if len(events) else len(cols))
             if v.shape[1] != len(cols):
                 raise ParameterError(
                     f"feature {f.name!r} returned {v.shape[1]} columns but declares {len(cols)}"

@@ -550,9 +550,12 @@ def assignment_probability(potentials: ChainPotentials, queries, *, log: bool = 
             raise ParameterTypeError(
                 f"`queries[{q}]` must be a (chain, assignment) pair; got {describe(item)}"
             ) from None
-        if isinstance(assignment, dict):
-            pos = np.fromiter(assignment.keys(), dtype=np.int64, count=len(assignment))
-            lab = np.fromiter(assignment.values(), dtype=np.int64, count=len(assignment))
+        c = check_int(c, f"chain of queries[{q}]", low=0)
+        if isinstance(assignment, dict):  # integers only, as in the (start, labels) form
+            pos = np.array([check_int(k, f"position of queries[{q}]", low=0)
+                            for k in assignment], dtype=np.int64)
+            lab = np.array([check_int(v, f"label of queries[{q}] at position {k}")
+                            for k, v in assignment.items()], dtype=np.int64)
         else:
             try:
                 start, lab = assignment

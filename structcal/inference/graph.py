@@ -449,11 +449,12 @@ def mean_field(
     damping, tol, max_iter = _iter_iv(damping, tol, max_iter)
     K = p.n_states
     if init is None:
-        q = (
-            np.exp(p.unary - p.unary.max(axis=1, initial=-np.inf, keepdims=True))
-            if p.n_nodes
-            else np.zeros((0, K))
-        )
+        with np.errstate(invalid="ignore"):  # an all -inf row gives NaN: refused just below
+            q = (
+                np.exp(p.unary - p.unary.max(axis=1, initial=-np.inf, keepdims=True))
+                if p.n_nodes
+                else np.zeros((0, K))
+            )
         if p.n_nodes and not np.isfinite(q).all():
             i = int(np.flatnonzero(~np.isfinite(q).all(axis=1))[0])
             raise InfeasibleError(f"node {i} has every label forbidden (its unary is all -inf)")

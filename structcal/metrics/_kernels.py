@@ -65,12 +65,30 @@ def _upper_count(values, lo, hi, table, n_cells, x):
 
 
 @kernel
+def uniform_edges(n_bins):
+    """Edges ``b / n_bins`` (correctly rounded: 3 / 10 is the double nearest 0.3)."""
+    return np.arange(n_bins + 1) / n_bins
+
+
+@kernel
+def _uniform_bin(si, n_bins):
+    """The bin ``b`` with ``b / n_bins <= si < (b + 1) / n_bins`` (the last bin closed),
+    comparing with the edges themselves: ``floor(si * n_bins)`` alone can be off by one
+    at an edge (0.7 * 10 rounds to 7.000000000000001, 0.3 lies below 3 / 10 = 0.3 + 0)."""
+    b = min(int(si * n_bins), n_bins - 1)
+    if b > 0 and si < b / n_bins:
+        b -= 1
+    elif b < n_bins - 1 and si >= (b + 1) / n_bins:
+        b += 1
+    return b
+
+
+@kernel
 def _stats_uniform(s, y, w, use_w, n_bins, stats):
     for i in range(s.shape[0]):
         wi = _weight(w, use_w, i)
         si = s[i]
-        b = min(int(si * n_bins), n_bins - 1)
-        _accumulate(stats, b, wi, si, y[i])
+        _accumulate(stats, _uniform_bin(si, n_bins), wi, si, y[i])
 
 
 @kernel
@@ -131,9 +149,8 @@ def accumulate_bin_stats(s, y, w, use_w, edges, uniform, convex, stats):
 def bin_stats(s, y, w, use_w, edges, uniform, convex):
     """Per-bin statistics of a binning with ``n_bins = len(edges) - 1`` bins.
 
-    Hard mapping: bin ``b`` holds ``edges[b] <= s < edges[b+1]`` (the last bin is closed);
-    with ``uniform`` (edges ``b / n_bins``) the bin is ``min(floor(s * n_bins), n_bins -
-    1)``. Convex mapping ("linear binning"): each sample is split between the two bins
+    Hard mapping: bin ``b`` holds ``edges[b] <= s < edges[b+1]`` (the last bin is closed),
+    also with ``uniform`` (edges :func:`uniform_edges`, found in O(1)). Convex mapping ("linear binning"): each sample is split between the two bins
     whose centres surround it, in proportion to its distance to them (all of it to the
     first/last bin below the first/above the last centre).
     """
@@ -149,7 +166,7 @@ def bin_index(s, edges, uniform):
     out = np.empty(s.shape[0], dtype=np.int64)
     if uniform:
         for i in range(s.shape[0]):
-            out[i] = min(int(s[i] * n_bins), n_bins - 1)
+            out[i] = _uniform_bin(s[i], n_bins)
     else:
         n_cells = 4 * n_bins + 64
         table = _count_table(edges, 1, n_bins, n_cells)
@@ -397,7 +414,7 @@ def bootstrap_binned(s, y, w, use_w, seeds, n_bins, quantile, convex, n_chunks, 
     """
     n = s.shape[0]
     R = seeds.shape[0]
-    uniform_edges = np.linspace(0.0, 1.0, n_bins + 1)
+    edges_u = uniform_edges(n_bins)
     for c in prange(n_chunks):
         full = np.empty(n if quantile else 0)
         blk = np.empty(_BLOCK)
@@ -407,7 +424,7 @@ def bootstrap_binned(s, y, w, use_w, seeds, n_bins, quantile, convex, n_chunks, 
                 edges = sorted_quantile_edges(s, full, True, n_bins)
                 stats = bin_stats(s, y, full, True, edges, False, convex)
             else:
-                stats = _resampled_fixed_bin_stats(seeds[r], s, y, w, use_w, uniform_edges,
+                stats = _resampled_fixed_bin_stats(seeds[r], s, y, w, use_w, edges_u,
                                                    True, convex, blk)
             e, mc, l2, l2d = summarize_bins(stats)
             out[r, 0] = e

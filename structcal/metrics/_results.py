@@ -10,7 +10,13 @@ from .._validation import check_float, check_int, check_option, check_random_sta
 from ..exceptions import ParameterError
 from . import _kernels
 
-__all__ = ["ReliabilityTable", "ConfidenceInterval", "bootstrap_seeds", "percentile_interval"]
+__all__ = [
+    "ReliabilityTable",
+    "ConfidenceInterval",
+    "bootstrap_seeds",
+    "bootstrap_interval",
+    "percentile_interval",
+]
 
 
 @dataclass(frozen=True)
@@ -20,8 +26,9 @@ class ReliabilityTable:
     Attributes
     ----------
     bin_edges : ndarray of shape (n_bins + 1,)
-        Bin boundaries, from 0 to 1. Bin ``b`` holds forecasts ``edges[b] <= p <
-        edges[b+1]`` (the last bin also holds ``p = 1``).
+        Bin boundaries, from 0 to 1 (uniform bins: ``b / n_bins``, so that 0.3 is exactly
+        the float ``0.3``). Bin ``b`` holds forecasts ``edges[b] <= p < edges[b+1]`` (the
+        last bin also holds ``p = 1``): a forecast on an edge counts in the bin above it.
     counts : ndarray of shape (n_bins,)
         Total weight of each bin: the number of forecasts when unweighted (float64;
         fractional under the convex mapping, which splits a forecast between two bins).
@@ -58,13 +65,15 @@ class ReliabilityTable:
 
 @dataclass(frozen=True)
 class ConfidenceInterval:
-    """A bootstrap percentile interval.
+    """A bootstrap interval.
 
     Attributes
     ----------
     low, high : float
-        The ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles of the bootstrap
-        distribution.
+        The interval's ends. ``method="percentile"``: the ``(1 - level) / 2`` and
+        ``(1 + level) / 2`` percentiles of the bootstrap distribution;
+        ``method="recentred"``: those percentiles after the distribution is shifted so
+        that its median is the estimate (see :func:`bootstrap_interval`).
     level : float
         Confidence level.
     estimate : float
@@ -76,7 +85,9 @@ class ConfidenceInterval:
     n_resamples : int
         Number of bootstrap resamples.
     distribution : ndarray of shape (n_resamples,)
-        The bootstrap values (NaN-free resamples only).
+        The bootstrap values (NaN-free resamples only), as computed (not shifted).
+    method : {"percentile", "recentred"}
+        How ``low`` and ``high`` were read from the distribution.
     """
 
     low: float
@@ -87,6 +98,7 @@ class ConfidenceInterval:
     standard_error: float
     n_resamples: int
     distribution: np.ndarray = field(repr=False)
+    method: str = "percentile"
 
     @property
     def bias(self) -> float:
@@ -112,12 +124,28 @@ def bootstrap_seeds(rng: np.random.Generator, n_resamples: int) -> np.ndarray:
 
 def percentile_interval(values, estimate, level, n_resamples) -> ConfidenceInterval:
     """Percentile interval of bootstrap ``values`` (NaNs dropped)."""
+    return bootstrap_interval(values, estimate, level, n_resamples, "percentile")
+
+
+def bootstrap_interval(values, estimate, level, n_resamples, method, *, floor=None):
+    """Interval of bootstrap ``values`` (NaNs dropped) around ``estimate``.
+
+    ``"percentile"``: the ``(1 -+ level) / 2`` quantiles ``q_lo, q_hi`` of the values.
+    ``"recentred"``: the same quantiles after shifting the values by ``estimate - m``
+    (``m`` their median), i.e. ``[estimate - (m - q_lo), estimate + (q_hi - m)]``, then
+    raised to ``floor`` when given (a statistic that cannot be below it). Since
+    ``q_lo <= m <= q_hi``, the recentred interval always contains the estimate.
+    """
     values = np.asarray(values, dtype=np.float64)
     values = values[np.isfinite(values)]
     if values.size == 0:
         raise ParameterError("every bootstrap resample gave an undefined (NaN) statistic")
     alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(values, [alpha, 1.0 - alpha])
+    low, mid, high = np.quantile(values, [alpha, 0.5, 1.0 - alpha])
+    if method == "recentred":
+        low, high = estimate - (mid - low), estimate + (high - mid)
+        if floor is not None:
+            low = max(low, floor)
     return ConfidenceInterval(
         low=float(low),
         high=float(high),
@@ -127,6 +155,7 @@ def percentile_interval(values, estimate, level, n_resamples) -> ConfidenceInter
         standard_error=float(values.std(ddof=1)) if values.size > 1 else 0.0,
         n_resamples=int(n_resamples),
         distribution=values,
+        method=method,
     )
 
 

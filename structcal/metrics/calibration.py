@@ -41,10 +41,10 @@ from ._inputs import Columns, binary_columns, check_n_bins, warn_sparse_bins
 from ._results import (
     ConfidenceInterval,
     ReliabilityTable,
+    bootstrap_interval,
     bootstrap_seeds,
     check_bootstrap_args,
     check_statistic,
-    percentile_interval,
 )
 
 __all__ = [
@@ -85,17 +85,20 @@ class LocalCalibration:
     Attributes
     ----------
     grid : ndarray of shape (grid_size,)
-        Evenly spaced scores from 0 to 1.
+        Increasing scores: evenly spaced from 0 to 1 (``scale="probability"``), or
+        evenly spaced in logit between the smallest and the largest forecast
+        (``scale="logit"``).
     lce : ndarray of shape (grid_size,)
         Estimated local calibration error; NaN where fewer than one sample lies within
         about one bandwidth (``support < 1``).
     density : ndarray of shape (grid_size,)
-        Kernel density estimate of the scores (integrates to about 1 over [0, 1]).
+        Kernel density estimate of the scores, per unit of score (integrates to about 1
+        over the grid).
     support : ndarray of shape (grid_size,)
         Effective number of samples near each grid point: ``sum_i w_i exp(-(s -
         s_i)**2 / (2 h**2))``, weights rescaled to sum to the number of samples.
     bandwidth : float
-        The kernel bandwidth ``h``.
+        The kernel bandwidth ``h``, in units of the scale (probability or logit).
     """
 
     grid: np.ndarray
@@ -110,11 +113,12 @@ class LocalCalibration:
         return self.grid + self.lce
 
     def at(self, scores) -> np.ndarray:
-        """Interpolate the local calibration error at ``scores`` (NaN where undefined)."""
+        """Interpolate the local calibration error at ``scores`` (NaN where undefined,
+        including outside the grid, which on the logit scale spans the forecasts)."""
         s = as_float_array(scores, "scores")
         if s.size and ((s < 0).any() or (s > 1).any()):
             raise ParameterError("`scores` must lie in [0, 1]")
-        return np.interp(s, self.grid, self.lce)
+        return np.interp(s, self.grid, self.lce, left=np.nan, right=np.nan)
 
 
 @dataclass(frozen=True)
@@ -194,19 +198,32 @@ class CalibrationErrorResult:
         return self.curves[0]
 
     def confidence_interval(
-        self, level=0.95, n_resamples=200, random_state=None, *, statistic="estimate"
+        self, level=0.95, n_resamples=200, random_state=None, *, statistic="estimate",
+        method="recentred",
     ) -> ConfidenceInterval:
-        """Percentile bootstrap interval of the estimate (or of the maximum error).
+        """Bootstrap interval of the estimate (or of the maximum error).
 
         Rows are resampled with replacement and the whole estimator is rerun on each
-        resample (equal-mass edges and bandwidths are recomputed), in parallel compiled
-        code.
+        resample (equal-mass edges, logit ranges and bandwidths are recomputed), in
+        parallel compiled code.
 
-        The interval shows the estimator's sampling variability, not its bias. Plug-in
-        calibration errors are biased upwards, and a resample's estimate more so: on
-        nearly calibrated forecasts the whole interval can lie above the true value,
-        and even above the estimate. The ``bias`` field of the result (bootstrap mean
-        minus estimate) shows the size of the effect.
+        **Construction.** Let ``m`` be the median of the ``n_resamples`` bootstrap
+        estimates and ``q_lo, q_hi`` their ``(1 -+ level) / 2`` quantiles. The default
+        ``"recentred"`` interval is ``[max(0, estimate - (m - q_lo)), estimate + (q_hi -
+        m)]``: the bootstrap distribution shifted so that its median is the estimate.
+        Why: a calibration error is an absolute value, so its plug-in estimate is biased
+        upwards by the sampling noise, and a resample (which duplicates rows and so has
+        fewer distinct forecasts) is noisier still; the bootstrap distribution therefore
+        sits *above* the estimate by about the bias ``m - estimate`` (the ``bias`` field),
+        and its plain percentiles can exclude the estimate altogether on confident or
+        nearly calibrated forecasts. The recentred interval keeps the bootstrap's spread
+        (the sampling variability, which is what the bootstrap measures well) and removes
+        that shift; it always contains the estimate. ``"percentile"`` gives the plain
+        percentiles ``[q_lo, q_hi]``.
+
+        Neither corrects the estimate's own upward bias: with few forecasts the truth
+        can lie below the interval (see the coverage table of
+        ``benchmarks/ece_estimator_study.py``).
 
         Parameters
         ----------
@@ -218,6 +235,8 @@ class CalibrationErrorResult:
             Seed; the same seed gives the same interval.
         statistic : {"estimate", "max_error"}, default="estimate"
             Which statistic to bootstrap.
+        method : {"recentred", "percentile"}, default="recentred"
+            How the interval is read from the bootstrap distribution (see above).
 
         Returns
         -------
@@ -225,11 +244,12 @@ class CalibrationErrorResult:
         """
         level, n_resamples, rng = check_bootstrap_args(level, n_resamples, random_state)
         statistic = check_statistic(statistic)
+        method = check_option(method, "method", ("recentred", "percentile"))
         seeds = bootstrap_seeds(rng, n_resamples)
         est, mx = self._spec.bootstrap(seeds)
         values = est if statistic == "estimate" else mx
         point = self.estimate if statistic == "estimate" else self.max_error
-        return percentile_interval(values, point, level, n_resamples)
+        return bootstrap_interval(values, point, level, n_resamples, method, floor=0.0)
 
 
 @dataclass(frozen=True)
@@ -287,7 +307,7 @@ class _BinnedSpec:
     def edges(self, c):
         s = self.columns.scores[c]
         if not self.quantile:
-            return np.linspace(0.0, 1.0, self.n_bins + 1)
+            return _kernels.uniform_edges(self.n_bins)
         w, use_w = _weights(self.columns)
         if use_w:
             order = np.argsort(s)
@@ -577,15 +597,27 @@ def _silverman(sd, iqr, n):
     return 0.9 * a * float(n) ** (-0.2)
 
 
-class _KDESpec:
-    """The kernel estimator bound to its data."""
+# Forecasts are clipped to [_LOGIT_EPS, 1 - _LOGIT_EPS] before the logit: 1 - 2**-53 is
+# the largest double below 1, so only forecasts within 1.1e-16 of 0 or 1 are merged.
+_LOGIT_EPS = 2.0**-53
 
-    def __init__(self, columns, bandwidth, smoothing, grid_size):
+
+class _KDESpec:
+    """The kernel estimator bound to its data.
+
+    The kernel works on a coordinate ``u`` in [0, 1]: the score itself
+    (``scale="probability"``), or its logit mapped linearly from the range of the
+    column's forecasts onto [0, 1] (``scale="logit"``). The residuals ``y - s`` are always
+    those of the scores.
+    """
+
+    def __init__(self, columns, bandwidth, smoothing, grid_size, scale="probability"):
         self.columns = columns
-        self.bandwidth = bandwidth  # "silverman" or float
+        self.bandwidth = bandwidth  # "silverman" or float (in units of the scale)
         self.residual = smoothing == "residual"
         self.smoothing = smoothing
         self.grid_size = grid_size
+        self.scale = scale
         self.step = 1.0 / (grid_size - 1)
         self.n_eff = (
             columns.n_samples
@@ -593,39 +625,80 @@ class _KDESpec:
             else int(np.count_nonzero(columns.weights > 0))
         )
         self.grid = np.linspace(0.0, 1.0, grid_size)
+        self._coords = {}
 
     def describe(self):
         bw = "'silverman'" if isinstance(self.bandwidth, str) else f"{self.bandwidth:g}"
-        return f"kde(bandwidth={bw}, smoothing={self.smoothing!r}, grid_size={self.grid_size})"
+        return (f"kde(bandwidth={bw}, smoothing={self.smoothing!r}, scale={self.scale!r}, "
+                f"grid_size={self.grid_size})")
+
+    # -- coordinates ------------------------------------------------------------------
+    def coords(self, c):
+        """(u, targets, lo, width) of column ``c``: kernel coordinate ``u`` in [0, 1],
+        the outcomes shifted so that the kernels' ``outcome - u`` is ``y - s``, and the
+        affine map ``logit(s) = lo + width * u`` (``lo = 0, width = 1``: the score)."""
+        if c not in self._coords:
+            s, y = self.columns.scores[c], self.columns.outcomes[c]
+            if self.scale == "probability":
+                self._coords[c] = (s, y, 0.0, 1.0)
+            else:
+                t = np.log(np.clip(s, _LOGIT_EPS, 1.0 - _LOGIT_EPS))
+                t -= np.log1p(-np.clip(s, _LOGIT_EPS, 1.0 - _LOGIT_EPS))
+                w, use_w = _weights(self.columns)
+                live = t[w > 0] if use_w else t
+                lo, hi = (float(live.min()), float(live.max())) if live.size else (0.0, 0.0)
+                if not hi > lo:  # one distinct forecast: a unit window around it
+                    lo, hi = lo - 0.5, lo + 0.5
+                u = np.clip((t - lo) / (hi - lo), 0.0, 1.0)
+                target = (y - s) + u if self.residual else y
+                self._coords[c] = (u, target, lo, hi - lo)
+        return self._coords[c]
+
+    def grid_scores(self, c):
+        """The score at each grid point of column ``c``."""
+        _, _, lo, width = self.coords(c)
+        if self.scale == "probability":
+            return self.grid
+        t = lo + width * self.grid
+        return 1.0 / (1.0 + np.exp(-t))
 
     # -- histograms ---------------------------------------------------------------------
     def histograms(self, c):
         w, use_w = _weights(self.columns)
+        u, target, _, _ = self.coords(c)
         G = self.grid_size
         dens = np.zeros((1, G))
         numer = np.zeros((1, G))
         mom = np.array([_kernels.kde_histograms(
-            self.columns.scores[c], self.columns.outcomes[c], w, use_w,
-            G, self.residual, dens[0], numer[0],
+            u, target, w, use_w, G, self.residual, dens[0], numer[0],
         )])
         return dens, numer, mom
 
     def bootstrap_histograms(self, c, seeds):
         w, use_w = _weights(self.columns)
+        u, target, _, _ = self.coords(c)
         R, G = seeds.shape[0], self.grid_size
         dens = np.zeros((R, G))
         numer = np.zeros((R, G))
         mom = np.empty((R, 3))
         _kernels.bootstrap_kde_histograms(
-            self.columns.scores[c], self.columns.outcomes[c], w, use_w, seeds, G,
-            self.residual, _n_chunks(R), dens, numer, mom,
+            u, target, w, use_w, seeds, G, self.residual, _n_chunks(R), dens, numer, mom,
         )
         return dens, numer, mom
 
     # -- smoothing ------------------------------------------------------------------------
-    def bandwidths(self, dens, mom):
+    def bandwidths(self, c, dens, mom):
+        """Kernel standard deviation of each row, in units of ``u``."""
         if not isinstance(self.bandwidth, str):
-            return np.full(dens.shape[0], self.bandwidth)
+            h = self.bandwidth / self.coords(c)[3]
+            if h < 2.0 * self.step:
+                raise ParameterError(
+                    f"`bandwidth` must be at least two grid steps; got {self.bandwidth:g}, "
+                    f"below {2.0 * self.step * self.coords(c)[3]:.4g} (two steps of the "
+                    "grid over the range of the forecasts' logits): pass a larger "
+                    "bandwidth or grid_size"
+                )
+            return np.full(dens.shape[0], h)
         total = mom[:, 0]
         mean = mom[:, 1] / total
         sd = np.sqrt(np.maximum(mom[:, 2] / total - mean**2, 0.0))
@@ -651,15 +724,20 @@ class _KDESpec:
             mult = np.exp(-0.5 * (np.pi * k[None, :] * h[:, None]) ** 2) / self.step
             return np.fft.irfft(np.fft.rfft(ext, axis=1) * mult, n=M, axis=1)[:, :G]
 
-    def finish(self, dens_hist, numer_hist, mom, h=None):
-        """(ece, mce, lce, density, support, h) per row of histograms."""
+    def finish(self, c, dens_hist, numer_hist, mom, h=None):
+        """(ece, mce, lce, density, support, h) per row of histograms of column ``c``.
+
+        ``density`` is the density of the scores (per unit of score) and ``h`` the
+        bandwidth in units of the scale; ``h`` given is in units of ``u``.
+        """
         total = mom[:, 0]
         if h is None:
-            h = self.bandwidths(dens_hist, mom)
+            h = self.bandwidths(c, dens_hist, mom)
         D = self.smooth(dens_hist, h)
         N = self.smooth(numer_hist, h)
+        scores = self.grid_scores(c)
         if not self.residual:
-            N = N - self.grid[None, :] * D
+            N = N - scores[None, :] * D
         trap = np.full(self.grid_size, self.step)
         trap[[0, -1]] *= 0.5
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -672,15 +750,20 @@ class _KDESpec:
             gap = np.where(near & (D > 0), np.abs(N / np.where(D > 0, D, 1.0)), 0.0)
         mce = gap.max(axis=1)
         density = D / total[:, None]
-        return ece, mce, lce, density, support, h
+        width = self.coords(c)[3]
+        if self.scale == "logit":  # du/ds = 1 / (width * s * (1 - s))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                jac = 1.0 / (width * scores * (1.0 - scores))
+            density = density * np.where(np.isfinite(jac), jac, 0.0)[None, :]
+        return ece, mce, lce, density, support, h * width
 
     def point(self):
         curves, est, mx = [], [], []
         for c in range(self.columns.n_columns):
             dens, numer, mom = self.histograms(c)
-            ece, mce, lce, density, support, h = self.finish(dens, numer, mom)
-            curves.append(LocalCalibration(self.grid, lce[0], density[0], support[0],
-                                           float(h[0])))
+            ece, mce, lce, density, support, h = self.finish(c, dens, numer, mom)
+            curves.append(LocalCalibration(self.grid_scores(c), lce[0], density[0],
+                                           support[0], float(h[0])))
             est.append(ece[0])
             mx.append(mce[0])
         return tuple(curves), np.array(est), np.array(mx)
@@ -694,22 +777,26 @@ class _KDESpec:
         mx = np.empty((seeds.shape[0], C))
         for c in range(C):
             dens, numer, mom = self.bootstrap_histograms(c, seeds)
-            e, m, *_ = self.finish(dens, numer, mom)
+            e, m, *_ = self.finish(c, dens, numer, mom)
             est[:, c] = e
             mx[:, c] = m
         return self.combine(est, mx)
 
 
-def _kde_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting, label, sample_weight):
+def _kde_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting, label, sample_weight,
+              scale="probability"):
     columns = binary_columns(y_true, y_prob, setting=setting, label=label,
                              sample_weight=sample_weight)
     grid_size = check_int(grid_size, "grid_size", low=3)
     smoothing = check_option(smoothing, "smoothing", ("residual", "labels"))
+    scale = check_option(scale, "scale", ("probability", "logit"))
     if isinstance(bandwidth, str):
         bandwidth = check_option(bandwidth, "bandwidth", ("silverman",))
-    else:
+    elif scale == "probability":
         bandwidth = check_float(bandwidth, "bandwidth", low=2.0 / (grid_size - 1))
-    return _KDESpec(columns, bandwidth, smoothing, grid_size)
+    else:  # two grid steps of the logits' range: checked once the range is known
+        bandwidth = check_float(bandwidth, "bandwidth", low=0.0, low_inclusive=False)
+    return _KDESpec(columns, bandwidth, smoothing, grid_size, scale)
 
 
 def kde_calibration_error(
@@ -718,6 +805,7 @@ def kde_calibration_error(
     *,
     bandwidth="silverman",
     smoothing="residual",
+    scale="probability",
     grid_size=4097,
     setting="auto",
     label=None,
@@ -749,8 +837,18 @@ def kde_calibration_error(
         formulation). On calibrated data the residuals have mean zero everywhere, so
         smoothing them adds no smoothing bias; the labels version adds
         ``smooth(s) - s``, which is non-zero near 0 and 1 and where the density changes.
+    scale : {"probability", "logit"}, default="probability"
+        Where the kernel works. ``"probability"``: on the scores, reflected at 0 and 1.
+        ``"logit"``: on ``logit(s)`` (scores clipped to ``[2**-53, 1 - 2**-53]``), over
+        the range of the forecasts' logits, reflected at its ends; the bandwidth (rule
+        or float) is then in logit units. The ECE is the same functional either way
+        (``E |P(y = 1 | s) - s|`` does not depend on how the scores are parametrised);
+        only the smoothing differs. Forecasts piled up near 0 or 1 (confident models)
+        are spread out on the logit scale, where Silverman's rule does not collapse:
+        this is what :func:`calibration_error` uses.
     grid_size : int, default=4097
-        Number of grid points on [0, 1] (spacing ``1 / (grid_size - 1)``).
+        Number of grid points on [0, 1] (spacing ``1 / (grid_size - 1)``), or on the
+        range of the logits.
     setting : {"auto", "binary", "class-specific", "class-wise", "confidence"}, default="auto"
         See :func:`binned_calibration_error`.
     label : int, optional
@@ -788,7 +886,7 @@ def kde_calibration_error(
     0.17
     """
     spec = _kde_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting, label,
-                     sample_weight)
+                     sample_weight, scale)
     curves, est, mx = spec.point()
     estimate, max_error = spec.combine(est, mx)
     return CalibrationErrorResult(
@@ -810,18 +908,29 @@ def calibration_error(
 ) -> CalibrationErrorResult:
     """The expected calibration error by structcal's recommended estimator.
 
-    This is :func:`kde_calibration_error` with its defaults (Silverman's bandwidth,
-    smoothed residuals). ``benchmarks/ece_estimator_study.py`` (Posocco & Bonnefoy's
-    protocol at reduced scale: 32 score distributions from 4 model types on Gaussian
-    mixtures) supports the choice: the median 95th-percentile relative error of this
-    estimator is below the legacy 15-bin estimator's at every evaluation-set size from 30
-    to 500, in the confidence setting (e.g. 1.17 vs 1.60 at n = 100, 0.54 vs 0.62 at
-    n = 500) and in the class-wise one (0.92 vs 1.44, 0.42 vs 0.47), and from n = 100 on
-    it is the best of the ten estimators studied or within 1% of the best (at n = 30,
-    and n = 50 in the confidence setting, sqrt(n) uniform bins with convex mapping do
-    better). With fewer than a few
-    hundred forecasts every estimator's error exceeds the ECE itself: report the
-    interval (``confidence_interval()``), not just the number.
+    This is :func:`kde_calibration_error` with ``scale="logit"`` (Silverman's bandwidth
+    on the logits of the forecasts, smoothed residuals): the kernel works on
+    ``logit(s)``, where forecasts piled up near 0 or 1 (confident models, structured
+    events) are spread out and the bandwidth does not collapse to the grid as it does
+    on the probability scale.
+
+    ``benchmarks/ece_estimator_study.py`` supports the choice (median over score
+    distributions of the 95th-percentile relative error ``|estimate - truth| / truth``;
+    run kept in ``benchmarks/results/ece_estimator_study.txt``). On Posocco & Bonnefoy's
+    protocol at reduced scale (32 score distributions from 4 model types on Gaussian
+    mixtures, 30 to 500 forecasts) it is below the legacy 15-bin estimator at every size,
+    in the confidence setting (2.35 vs 3.45 at n = 30, 1.20 vs 1.60 at n = 100, 0.53 vs
+    0.62 at n = 500) and the class-wise one (1.70 vs 2.84, 0.80 vs 1.44, 0.41 vs 0.47).
+    On confident forecasters (16 distributions: the OCR chain CRF's marginal events and
+    logit-normal forecasts with means 0.9-0.99, under four known miscalibrations) it is
+    below at n = 100, 1000 and 10^5 (1.37 vs 1.96, 0.41 vs 0.48, 0.046 vs 0.047) and
+    level at n = 10^4 (0.150 vs 0.150; 0.1424 vs 0.1423 with 400 evaluation sets, lower
+    on 11 of the 16 distributions: there every estimator's error is the sampling noise
+    of the sample itself, and none of those studied beats 15 bins). On perfectly calibrated outcomes drawn from the OCR
+    CRF's marginals it reads 0.0038 at n = 10^4 (15 bins: 0.0057; the probability-scale
+    kernel, the default before: 0.0101). With fewer than a few hundred forecasts every
+    estimator's error exceeds the ECE itself: report the interval
+    (``confidence_interval()``), not just the number.
 
     Parameters
     ----------
@@ -840,14 +949,14 @@ def calibration_error(
     -------
     CalibrationErrorResult
     """
-    return kde_calibration_error(y_true, y_prob, setting=setting, label=label,
+    return kde_calibration_error(y_true, y_prob, scale="logit", setting=setting, label=label,
                                  sample_weight=sample_weight)
 
 
 def _single_column_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting, label,
-                        sample_weight, what):
+                        sample_weight, what, scale):
     spec = _kde_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting, label,
-                     sample_weight)
+                     sample_weight, scale)
     if spec.columns.n_columns != 1:
         raise ParameterError(
             f"{what} describes one binary problem; setting='class-wise' has "
@@ -862,6 +971,7 @@ def local_calibration_error(
     *,
     bandwidth="silverman",
     smoothing="residual",
+    scale="probability",
     grid_size=4097,
     setting="auto",
     label=None,
@@ -882,6 +992,8 @@ def local_calibration_error(
         Kernel standard deviation.
     smoothing : {"residual", "labels"}, default="residual"
         What is smoothed (see :func:`kde_calibration_error`).
+    scale : {"probability", "logit"}, default="probability"
+        Where the kernel works (see :func:`kde_calibration_error`).
     grid_size : int, default=4097
         Number of grid points on [0, 1].
     setting : {"auto", "binary", "class-specific", "confidence"}, default="auto"
@@ -900,7 +1012,7 @@ def local_calibration_error(
     N. Posocco, A. Bonnefoy, *Estimating expected calibration errors*, ICANN 2021, §4.4.
     """
     spec = _single_column_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting,
-                               label, sample_weight, "local_calibration_error")
+                               label, sample_weight, "local_calibration_error", scale)
     curves, _, _ = spec.point()
     return curves[0]
 
@@ -914,6 +1026,7 @@ def reliability_curve(
     random_state=None,
     bandwidth="silverman",
     smoothing="residual",
+    scale="probability",
     grid_size=1025,
     setting="auto",
     label=None,
@@ -938,6 +1051,8 @@ def reliability_curve(
         across resamples (so the band shows sampling noise at one level of smoothing).
     smoothing : {"residual", "labels"}, default="residual"
         What is smoothed (see :func:`kde_calibration_error`).
+    scale : {"probability", "logit"}, default="probability"
+        Where the kernel works (see :func:`kde_calibration_error`).
     grid_size : int, default=1025
         Number of grid points on [0, 1].
     setting : {"auto", "binary", "class-specific", "confidence"}, default="auto"
@@ -958,20 +1073,21 @@ def reliability_curve(
     """
     level, n_resamples, rng = check_bootstrap_args(level, n_resamples, random_state)
     spec = _single_column_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting,
-                               label, sample_weight, "reliability_curve")
+                               label, sample_weight, "reliability_curve", scale)
     curves, _, _ = spec.point()
     h = curves[0].bandwidth
     seeds = bootstrap_seeds(rng, n_resamples)
     dens, numer, mom = spec.bootstrap_histograms(0, seeds)
-    _, _, lce, *_ = spec.finish(dens, numer, mom, h=np.full(n_resamples, h))
-    boot = spec.grid[None, :] + lce
+    h_u = np.full(n_resamples, h / spec.coords(0)[3])  # in units of the kernel coordinate
+    _, _, lce, *_ = spec.finish(0, dens, numer, mom, h=h_u)
+    boot = curves[0].grid[None, :] + lce
     enough = np.isfinite(boot).sum(axis=0) >= 0.5 * n_resamples
     alpha = (1.0 - level) / 2.0
     qs = np.full((3, spec.grid_size), np.nan)
     if enough.any():
         qs[:, enough] = np.nanquantile(boot[:, enough], [alpha, 0.5, 1.0 - alpha], axis=0)
     return ReliabilityCurve(
-        grid=spec.grid,
+        grid=curves[0].grid,
         estimate=curves[0].curve,
         median=qs[1],
         low=qs[0],

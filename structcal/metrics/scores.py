@@ -151,7 +151,7 @@ def _binned_input(y_true, y_prob, n_bins, strategy, sample_weight):
     use_w = w is not None
     wk = w if use_w else _EMPTY
     if strategy == "uniform":
-        edges = np.linspace(0.0, 1.0, nb + 1)
+        edges = _kernels.uniform_edges(nb)
     else:
         order = np.argsort(p)
         edges = _kernels.sorted_quantile_edges(

@@ -24,6 +24,36 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return view
 
 
+def _writeable_somewhere(a) -> bool:
+    """Whether the memory of ``a`` can be written through ``a`` or any array it views."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return True
+        a = a.base
+    if a is None:
+        return False
+    try:
+        return not memoryview(a).readonly
+    except TypeError:  # an unknown buffer owner: assume the worst
+        return True
+
+
+def _owned(a: np.ndarray, given) -> np.ndarray:
+    """``a`` (validated from the caller's ``given``) as a read-only array nobody else can write.
+
+    An array that validation created (converted dtype or layout, or built from a list)
+    belongs to us and is frozen in place; the caller's own array, or a view of it, is
+    copied first when any part of it is writeable, so that changing the caller's array
+    later cannot change the potentials. Arrays that are read-only all the way down (such as
+    another batch's attributes) are shared without a copy.
+    """
+    fresh = a is not given and a.base is None
+    if not fresh and _writeable_somewhere(a):
+        a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
 def _offsets_from_lengths(lengths, name="lengths") -> np.ndarray:
     return offsets_from_lengths(as_int_array(lengths, name, ndim=1, low=0))
 
@@ -52,6 +82,9 @@ class ChainPotentials:
     Attributes
     ----------
     unary : ndarray of shape (n_tokens, n_states), read-only
+        The potentials own their arrays: an argument that is the caller's writeable
+        array (or a view of one) is copied, so changing it later does not change the
+        potentials. Read-only arrays (e.g. another batch's attributes) are shared.
     offsets : ndarray of shape (n_chains + 1,), read-only
     pairwise : ndarray of shape (n_states, n_states) or (n_edges, n_states, n_states), read-only
     edge_offsets : ndarray of shape (n_chains + 1,)
@@ -77,6 +110,7 @@ class ChainPotentials:
     __slots__ = ("unary", "offsets", "pairwise", "edge_offsets")
 
     def __init__(self, unary, offsets, pairwise):
+        given = (unary, offsets, pairwise)
         unary = as_float_array(unary, "unary", ndim=2, allow_neginf=True)
         n_tokens, n_states = unary.shape
         if n_states < 1:
@@ -104,9 +138,9 @@ class ChainPotentials:
             raise ParameterError(
                 f"`pairwise` must be 2-d (shared) or 3-d (per edge); got shape {pairwise.shape}"
             )
-        self.unary = _readonly(unary)
-        self.offsets = _readonly(offsets)
-        self.pairwise = _readonly(pairwise)
+        self.unary = _readonly(_owned(unary, given[0]))
+        self.offsets = _readonly(_owned(offsets, given[1]))
+        self.pairwise = _readonly(_owned(pairwise, given[2]))
         self.edge_offsets = _readonly(edge_offsets)
 
     # ------------------------------------------------------------------ constructors
@@ -143,6 +177,7 @@ class ChainPotentials:
             arrays.append(u)
         offsets = _offsets_from_lengths([a.shape[0] for a in arrays])
         unary = np.concatenate(arrays, axis=0)
+        unary.flags.writeable = False  # ours: no need for the constructor to copy it
         if isinstance(pairwise, (list, tuple)):
             if len(pairwise) != len(arrays):
                 raise ParameterError(
@@ -161,6 +196,7 @@ class ChainPotentials:
                     )
                 mats.append(pw)
             pairwise = np.concatenate(mats, axis=0)
+            pairwise.flags.writeable = False
         return cls(unary, offsets, pairwise)
 
     @classmethod
@@ -203,6 +239,8 @@ class ChainPotentials:
         if end is not None:
             end = as_float_array(end, "end", shape=(K,), ndim=1, allow_neginf=True)
             unary[offsets[1:][nonempty] - 1] += end
+        if start is not None or end is not None:
+            unary.flags.writeable = False  # our copy: the constructor need not copy it
         return cls(unary, offsets, transitions)
 
     @classmethod

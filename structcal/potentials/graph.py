@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import as_float_array, as_int_array, check_int, check_offsets, describe
 from ..exceptions import ParameterError, ParameterTypeError
-from .chain import ChainPotentials, _offsets_from_lengths, _readonly
+from .chain import ChainPotentials, _offsets_from_lengths, _owned, _readonly
 
 __all__ = ["GraphPotentials", "GraphAdjacency"]
 
@@ -199,6 +199,7 @@ class GraphPotentials:
     def __init__(
         self, unary, offsets, edges, edge_offsets, pairwise=None, *, edge_type=None, potts=None
     ):
+        given = (unary, offsets, edges, edge_offsets, pairwise, edge_type, potts)
         unary = as_float_array(unary, "unary", ndim=2, allow_neginf=True)
         n_nodes, K = unary.shape
         if K < 1:
@@ -221,13 +222,13 @@ class GraphPotentials:
             )
         _check_edges(edges, offsets, edge_offsets)
         pairwise, edge_type, potts = _check_pairwise(pairwise, edge_type, potts, m, K)
-        self.unary = _readonly(unary)
-        self.offsets = _readonly(offsets)
-        self.edges = _readonly(edges)
-        self.edge_offsets = _readonly(edge_offsets)
-        self.pairwise = None if pairwise is None else _readonly(pairwise)
-        self.edge_type = None if edge_type is None else _readonly(edge_type)
-        self.potts = None if potts is None else _readonly(potts)
+        self.unary = _readonly(_owned(unary, given[0]))
+        self.offsets = _readonly(_owned(offsets, given[1]))
+        self.edges = _readonly(_owned(edges, given[2]))
+        self.edge_offsets = _readonly(_owned(edge_offsets, given[3]))
+        self.pairwise = None if pairwise is None else _readonly(_owned(pairwise, given[4]))
+        self.edge_type = None if edge_type is None else _readonly(_owned(edge_type, given[5]))
+        self.potts = None if potts is None else _readonly(_owned(potts, given[6]))
         self.adjacency = _build_adjacency(n_nodes, edges)
         self.is_forest = _readonly(_forest_flags(n_nodes, offsets, edges, edge_offsets))
         self._kernel_cache = None
@@ -289,6 +290,7 @@ class GraphPotentials:
         edge_offsets = _offsets_from_lengths([p.shape[0] for p in parts])
         K = arrays[0].shape[1] if arrays else 1
         unary = np.concatenate(arrays, axis=0) if arrays else np.zeros((0, K))
+        unary.flags.writeable = flat_edges.flags.writeable = False  # ours: not copied again
         if isinstance(pairwise, (list, tuple)):
             pw_list = _as_list(pairwise, "pairwise", length=n)
             mats = [
