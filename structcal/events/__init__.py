@@ -12,6 +12,7 @@ from .kinds import (
     SpanEquals,
 )
 from .lexicon import Lexicon
+from .nodesets import NodeSetConstraints, NodeSetKind
 from .table import EventTable, build_events
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "Lexicon",
     "MAPEvent",
     "MarginalEvent",
+    "NodeSetConstraints",
+    "NodeSetKind",
     "Predicate",
     "SpanEquals",
     "build_events",
