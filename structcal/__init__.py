@@ -46,6 +46,7 @@ _LAZY = {
     "load_ocr": "datasets",
     "load_scene": "datasets",
     "load_snakes": "datasets",
+    "load_wnut17": "datasets",
 }
 
 __all__ = [
