@@ -28,6 +28,7 @@ _LAZY = {
     "InLexicon": "events",
     "AnyLabel": "events",
     "Predicate": "events",
+    "EntitySpans": "events",
     "Lexicon": "events",
     "KNNRegionForecaster": "forecasters",
     "TreeRegionForecaster": "forecasters",

@@ -25,7 +25,14 @@ def corpus():
 def test_counts_tags_and_splits(corpus):
     assert corpus.n_sentences == 5690 and corpus.n_tokens == 101857
     assert corpus.tag_names[0] == "O" and len(corpus.tag_names) == 13
-    assert corpus.entity_types == ("corporation", "creative-work", "group", "location", "person", "product")
+    assert corpus.entity_types == (
+        "corporation",
+        "creative-work",
+        "group",
+        "location",
+        "person",
+        "product",
+    )
     assert corpus.tag_names[1:] == tuple(f"{p}-{t}" for t in corpus.entity_types for p in "BI")
     for name, (n_s, n_t, n_e) in COUNTS.items():
         part = corpus.split_named(name)
@@ -63,7 +70,11 @@ def test_licence_and_citation_are_shipped():
 
 @pytest.mark.skipif(not RAW.is_dir(), reason="the upstream CoNLL files are not on this machine")
 def test_round_trip_of_the_upstream_files(corpus):
-    files = {"train": "wnut17train.conll", "dev": "emerging.dev.conll", "test": "emerging.test.annotated"}
+    files = {
+        "train": "wnut17train.conll",
+        "dev": "emerging.dev.conll",
+        "test": "emerging.test.annotated",
+    }
     for name, fname in files.items():
         toks, tags = [], []
         for line in (RAW / fname).read_text(encoding="utf-8").splitlines():

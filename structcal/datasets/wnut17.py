@@ -65,7 +65,9 @@ class NERSentences:
     @property
     def sentences(self) -> list[list[str]]:
         """The tokens of each sentence."""
-        return [self.tokens[a:b] for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())]
+        return [
+            self.tokens[a:b] for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())
+        ]
 
     @property
     def y(self) -> list[np.ndarray]:
@@ -166,7 +168,9 @@ def load_wnut17(split: str | None = None) -> NERSentences:
     ref = resources.files("structcal.datasets").joinpath("data", "wnut17.npz")
     with resources.as_file(ref) as path, np.load(path, allow_pickle=False) as data:
         if int(data["format_version"]) != 1:
-            raise ParameterError(f"unsupported wnut17.npz format_version {int(data['format_version'])}")
+            raise ParameterError(
+                f"unsupported wnut17.npz format_version {int(data['format_version'])}"
+            )
         text = data["tokens_utf8"].tobytes()
         token_offsets = data["token_offsets"]
         tags = data["tags"].astype(np.int64)

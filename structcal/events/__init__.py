@@ -13,10 +13,14 @@ from .kinds import (
 )
 from .lexicon import Lexicon
 from .nodesets import NodeSetConstraints, NodeSetKind
+from .spans import AllEntitiesCorrect, ContainsEntity, EntitySpans, entity_table
 from .table import EventTable, build_events
 
 __all__ = [
+    "AllEntitiesCorrect",
     "AnyLabel",
+    "ContainsEntity",
+    "EntitySpans",
     "EventInstances",
     "EventKind",
     "EventTable",
@@ -30,4 +34,5 @@ __all__ = [
     "Predicate",
     "SpanEquals",
     "build_events",
+    "entity_table",
 ]

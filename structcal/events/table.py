@@ -368,8 +368,9 @@ def build_events(
         values, names_k = [], []
         for f in plan:
             v = np.asarray(f.func(ctx), dtype=np.float64)
-            v = v.reshape(len(events), -1)
             cols = f.column_names(ctx)
+            # a kind may have no events in this batch (e.g. no predicted entity)
+            v = v.reshape(len(events), -1) if len(events) else np.zeros((0, len(cols)))
             if v.shape[1] != len(cols):
                 raise ParameterError(
                     f"feature {f.name!r} returned {v.shape[1]} columns but declares {len(cols)}"
