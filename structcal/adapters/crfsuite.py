@@ -231,13 +231,13 @@ class CRFsuiteModel:
             )
         lengths = np.fromiter((len(s) for s in X), dtype=np.int64, count=len(X))
         tokens = [tok for sent in X for tok in sent]
-        if tokens and isinstance(tokens[0], dict):
-            _check_keys(tokens)
+        A = None
+        if _plain_dicts(tokens):
             try:
                 A = self._dict_vectorizer().transform(tokens)
-            except TypeError:  # nested dicts or bytes values: flatten as python-crfsuite does
-                A = self._dict_vectorizer().transform([_flatten(tok) for tok in tokens])
-        else:
+            except TypeError:  # nested dicts or bytes values
+                A = None
+        if A is None:  # flatten as python-crfsuite does
             A = self._dict_vectorizer().transform([_flatten(tok) for tok in tokens])
         return sp.csr_matrix(A), lengths
 
@@ -257,13 +257,22 @@ class CRFsuiteModel:
         return ChainPotentials(U, offsets, self.transitions)
 
 
-def _check_keys(tokens):
+def _plain_dicts(tokens) -> bool:
+    """Whether every token is a dict with str keys (else: flatten; raise on bad keys)."""
+    plain = True
     for i, tok in enumerate(tokens):
+        if not isinstance(tok, dict):
+            plain = False
+            continue
         for k in tok:
             if not isinstance(k, str):
+                if isinstance(k, bytes):
+                    plain = False
+                    continue
                 raise ParameterTypeError(
                     f"`X`: feature names must be str; token {i} has the key {describe(k)}"
                 )
+    return plain
 
 
 def _flatten(tok, prefix: str = "") -> dict:

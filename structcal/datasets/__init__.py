@@ -4,7 +4,7 @@ from .graphs import GraphDataset, grid_edges, make_superpixel_scenes
 from .ocr import OCR_ALPHABET, OCR_SPLITS, OCRWords, load_ocr
 from .scene import SCENE_LABELS, SceneMultilabel, load_scene
 from .snakes import SNAKES_COLOURS, SnakesGrids, load_snakes
-from .wnut17 import WNUT17_SPLITS, NERSentences, load_wnut17
+from .wnut17 import WNUT17_SPLITS, NERSentences, load_wnut17, token_features
 
 __all__ = [
     "GraphDataset",
@@ -22,5 +22,6 @@ __all__ = [
     "load_scene",
     "load_snakes",
     "load_wnut17",
+    "token_features",
     "make_superpixel_scenes",
 ]

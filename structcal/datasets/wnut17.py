@@ -11,7 +11,7 @@ from .._ragged import ragged_rows
 from .._validation import as_int_array, check_option
 from ..exceptions import ParameterError
 
-__all__ = ["WNUT17_SPLITS", "NERSentences", "load_wnut17"]
+__all__ = ["WNUT17_SPLITS", "NERSentences", "load_wnut17", "token_features"]
 
 #: The official splits, in order.
 WNUT17_SPLITS = ("train", "dev", "test")
@@ -193,3 +193,69 @@ def load_wnut17(split: str | None = None) -> NERSentences:
         entity_types=entity_types,
     )
     return full if split is None else full.split_named(split)
+
+
+def _word_features(w: str, prefix: str) -> dict:
+    return {
+        prefix + "lower": w.lower(),
+        prefix + "suffix3": w[-3:],
+        prefix + "istitle": w.istitle(),
+        prefix + "isupper": w.isupper(),
+    }
+
+
+def token_features(sentences) -> list[list[dict]]:
+    """The usual CRF token features, as python-crfsuite feature dicts.
+
+    The feature set of the sklearn-crfsuite tutorial without part-of-speech tags: for each
+    token a bias, its lower case, 2- and 3-letter suffixes, shape flags (title, upper,
+    digit), whether it is a @mention, #hashtag or URL, and the lower case, suffix and
+    shape of the previous and next token (``BOS``/``EOS`` at the sentence ends).
+
+    Parameters
+    ----------
+    sentences : list of list of str
+
+    Returns
+    -------
+    list of list of dict
+        One dict per token (string values become ``key:value`` attributes, booleans and
+        numbers numeric attributes), usable by :mod:`pycrfsuite`, ``sklearn_crfsuite``,
+        :func:`structcal.adapters.crfsuite_potentials` and scikit-learn's
+        ``DictVectorizer(separator=":")``.
+
+    Examples
+    --------
+    >>> from structcal.datasets import token_features
+    >>> f = token_features([["Hello", "@bob"]])
+    >>> f[0][0]["lower"], f[0][1]["mention"], f[0][1]["-1:lower"], f[0][1]["EOS"]
+    ('hello', True, 'hello', True)
+    """
+    out = []
+    for sent in sentences:
+        feats = []
+        n = len(sent)
+        for i, w in enumerate(sent):
+            f = {
+                "bias": 1.0,
+                "lower": w.lower(),
+                "suffix3": w[-3:],
+                "suffix2": w[-2:],
+                "istitle": w.istitle(),
+                "isupper": w.isupper(),
+                "isdigit": w.isdigit(),
+                "mention": w.startswith("@"),
+                "hashtag": w.startswith("#"),
+                "url": w.startswith("http") or w.startswith("www."),
+            }
+            if i > 0:
+                f.update(_word_features(sent[i - 1], "-1:"))
+            else:
+                f["BOS"] = True
+            if i < n - 1:
+                f.update(_word_features(sent[i + 1], "+1:"))
+            else:
+                f["EOS"] = True
+            feats.append(f)
+        out.append(feats)
+    return out
