@@ -106,6 +106,15 @@ def test_sklearn_crfsuite_model_and_feature_conventions(tmp_path):
         want = {a: v for a, v in item.items() if a in m.attributes}
         got = {m.attributes[j]: v for j, v in zip(A[row].indices, A[row].data) if v != 0}
         assert got == {a: v for a, v in want.items() if v != 0}
+    # flat dicts take the fast path: same attributes and values
+    flat = [[{"w": "a", "n": 2, "flag": True, "off": False, "x": 0.5}, {"w": "b", "k": 3.0}]]
+    A, _ = m.attribute_matrix(flat)
+    for row, item in enumerate(pycrfsuite.ItemSequence(flat[0]).items()):
+        want = {a: v for a, v in item.items() if a in m.attributes and v != 0}
+        got = {m.attributes[j]: v for j, v in zip(A[row].indices, A[row].data) if v != 0}
+        assert got == want
+    with pytest.raises(ParameterTypeError, match="'w'"):
+        m.attribute_matrix([[{"w": None}]])
     p, labels = crfsuite_potentials(crf, X)
     marg = crf.predict_marginals(X)
     pred = StructuredPrediction(p)

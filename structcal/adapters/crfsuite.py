@@ -10,9 +10,9 @@ Feature dicts are turned into attributes exactly as python-crfsuite does: a stri
 ``{"w": "abc"}`` is the attribute ``"w:abc"`` with value 1; a number or bool is the
 attribute ``"w"`` with that value; a nested dict or list/set of strings is prefixed with
 ``"w:"``; an item given as a list of strings has each string with value 1. Attributes the
-model has never seen are ignored (as CRFsuite does). The lookup is one
-:class:`sklearn.feature_extraction.DictVectorizer` transform with the model's attribute
-vocabulary, and the unary scores one sparse matrix product.
+model has never seen are ignored (as CRFsuite does). The lookup chains all ``(key, value)`` pairs of a batch
+and looks each name up once in the model's attribute vocabulary; the unary scores are one
+sparse matrix product.
 
 References
 ----------
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 import struct
+import operator
+from itertools import chain, compress, repeat
 
 import numpy as np
 import scipy.sparse as sp
@@ -80,7 +82,8 @@ class CRFsuiteModel:
         self.attributes = list(attributes)
         self.state_weights = sp.csr_matrix(state_weights, dtype=np.float64)
         self.transitions = np.ascontiguousarray(transitions, dtype=np.float64)
-        self._vectorizer = None
+        self._vocab = None
+        self._dense = None
 
     @property
     def n_labels(self) -> int:
@@ -206,15 +209,18 @@ class CRFsuiteModel:
 
     # ------------------------------------------------------------------ features
 
-    def _dict_vectorizer(self):
-        if self._vectorizer is None:
-            from sklearn.feature_extraction import DictVectorizer
-
-            dv = DictVectorizer(separator=":", dtype=np.float64)
-            dv.feature_names_ = self.attributes
-            dv.vocabulary_ = {a: i for i, a in enumerate(self.attributes)}
-            self._vectorizer = dv
-        return self._vectorizer
+    def _vocabulary(self):
+        """``(by_key, by_name)`` lookups of the attribute ids (built once)."""
+        if self._vocab is None:
+            by_name = {a: i for i, a in enumerate(self.attributes)}
+            by_key: dict = {}
+            for a, i in by_name.items():
+                k = a.find(":")
+                while k >= 0:  # "w:a:b" may be key "w" value "a:b" or key "w:a" value "b"
+                    by_key.setdefault(a[:k], {})[a[k + 1 :]] = i
+                    k = a.find(":", k + 1)
+            self._vocab = (by_key, by_name)
+        return self._vocab
 
     def attribute_matrix(self, X) -> tuple[sp.csr_matrix, np.ndarray]:
         """Attribute values of every token: ``(A of shape (n_tokens, n_attributes), lengths)``.
@@ -224,28 +230,41 @@ class CRFsuiteModel:
         X : list of sequences of dict (or of list of str)
             Per-token feature dicts of each sentence, as given to ``Tagger.tag`` or
             ``sklearn_crfsuite.CRF.predict``.
+
+        Notes
+        -----
+        Flat feature dicts (str keys; str, bool or number values) take a fast path: the
+        ``(key, value)`` pairs of all tokens are chained at C level, each pair named once
+        (``key:value`` for strings) and looked up in the model's vocabulary, and the
+        matrix is assembled with NumPy. On the WNUT-17 test set (23,394 tokens, 23
+        features each) this is several times faster than
+        ``DictVectorizer(separator=":").transform`` with the same vocabulary (see
+        ``benchmarks/ner_study.py``). Other inputs (nested dicts, lists, bytes) are
+        flattened exactly as python-crfsuite does, token by token.
         """
         if isinstance(X, (str, bytes, dict)) or not hasattr(X, "__len__"):
             raise ParameterTypeError(
                 f"`X` must be a list of sentences (lists of feature dicts); got {describe(X)}"
             )
         lengths = np.fromiter((len(s) for s in X), dtype=np.int64, count=len(X))
-        tokens = [tok for sent in X for tok in sent]
-        A = None
-        if _plain_dicts(tokens):
-            try:
-                A = self._dict_vectorizer().transform(tokens)
-            except TypeError:  # nested dicts or bytes values
-                A = None
+        tokens = list(chain.from_iterable(X))
+        vocab = self._vocabulary()
+        A = _fast_matrix(tokens, vocab, len(self.attributes))
         if A is None:  # flatten as python-crfsuite does
-            A = self._dict_vectorizer().transform([_flatten(tok) for tok in tokens])
-        return sp.csr_matrix(A), lengths
+            flat = [_flatten(tok) for tok in tokens]  # names -> numeric values
+            A = _fast_matrix(flat, vocab, len(self.attributes))
+        return A, lengths
 
     def unary(self, X) -> tuple[np.ndarray, np.ndarray]:
         """State scores of every token and label: ``(unary (n_tokens, n_labels), lengths)``."""
         A, lengths = self.attribute_matrix(X)
-        U = A @ self.state_weights
-        return np.asarray(U.toarray() if sp.issparse(U) else U, dtype=np.float64), lengths
+        return np.ascontiguousarray(A @ self._dense_weights(), dtype=np.float64), lengths
+
+    def _dense_weights(self) -> np.ndarray:
+        # (n_attributes, n_labels) dense: a CSR-times-dense product is one pass over A
+        if self._dense is None:
+            self._dense = self.state_weights.toarray()
+        return self._dense
 
     def potentials(self, X):
         """:class:`~structcal.ChainPotentials` of the sentences ``X`` under this model."""
@@ -257,22 +276,56 @@ class CRFsuiteModel:
         return ChainPotentials(U, offsets, self.transitions)
 
 
-def _plain_dicts(tokens) -> bool:
-    """Whether every token is a dict with str keys (else: flatten; raise on bad keys)."""
-    plain = True
-    for i, tok in enumerate(tokens):
-        if not isinstance(tok, dict):
-            plain = False
-            continue
-        for k in tok:
-            if not isinstance(k, str):
-                if isinstance(k, bytes):
-                    plain = False
-                    continue
-                raise ParameterTypeError(
-                    f"`X`: feature names must be str; token {i} has the key {describe(k)}"
-                )
-    return plain
+def _fast_matrix(tokens, vocab, n_attributes: int):
+    """CSR attribute matrix of flat feature dicts (None if some value needs flattening).
+
+    ``vocab`` is ``(by_key, by_name)``: ``by_key[key][value]`` is the id of attribute
+    ``key:value`` (for every ``:`` in the name) and ``by_name[name]`` the id of ``name``.
+    Every pass is a C-level ``map`` / ``chain`` / ``compress`` over the batch's keys and
+    values; no Python code runs per feature and no attribute name is built.
+    """
+    by_key, by_name = vocab
+    if not all(map(dict.__instancecheck__, tokens)):
+        return None
+    counts = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    keys = list(chain.from_iterable(map(dict.keys, tokens)))
+    values = list(chain.from_iterable(map(dict.values, tokens)))
+    if not set(map(type, keys)) <= {str}:
+        bad = next(k for k in keys if not isinstance(k, str))
+        if isinstance(bad, bytes):
+            return None
+        pos = next(i for i, k in enumerate(keys) if k is bad)
+        token = int(np.searchsorted(np.cumsum(counts), pos, side="right"))
+        raise ParameterTypeError(
+            f"`X`: feature names must be str; token {token} has the key {describe(bad)}"
+        )
+    vtypes = list(map(type, values))
+    if not set(vtypes) <= _FAST_VALUE_TYPES:
+        return None
+    n = len(keys)
+    is_num = list(map(operator.is_not, vtypes, repeat(str)))
+    num = np.fromiter(is_num, dtype=bool, count=n)
+    n_num = int(num.sum())
+    # string values: attribute key:value (a numeric value finds no str key there)
+    idx = np.fromiter(map(dict.get, map(by_key.get, keys, repeat(_EMPTY)), values, repeat(-1)),
+                      dtype=np.int64, count=n)
+    vals = np.ones(n)
+    if n_num:
+        idx[num] = np.fromiter(map(by_name.get, compress(keys, is_num), repeat(-1)),
+                               dtype=np.int64, count=n_num)
+        vals[num] = np.fromiter(compress(values, is_num), dtype=np.float64, count=n_num)
+        if np.isnan(vals).any():
+            return None
+    # rows are already in token order: build the CSR arrays directly (no sort)
+    known = idx >= 0
+    row_of = np.repeat(np.arange(len(tokens), dtype=np.int64), counts)
+    indptr = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_of[known], minlength=len(tokens)), out=indptr[1:])
+    return sp.csr_matrix((vals[known], idx[known], indptr), shape=(len(tokens), n_attributes))
+
+
+_EMPTY: dict = {}
+_FAST_VALUE_TYPES = {str, bool, int, float, np.float64}
 
 
 def _flatten(tok, prefix: str = "") -> dict:
@@ -298,8 +351,13 @@ def _flatten(tok, prefix: str = "") -> dict:
                 add(name + ":" + v, 1.0)
             elif isinstance(v, bytes):
                 add(name + ":" + v.decode("utf-8"), 1.0)
-            else:
+            elif isinstance(v, (bool, int, float, np.number)):
                 add(name, float(v))
+            else:
+                raise ParameterTypeError(
+                    f"`X`: the value of feature {name!r} must be a str, number, bool, dict or "
+                    f"list; got {describe(v)}"
+                )
     else:
         for k in tok:
             if isinstance(k, bytes):
