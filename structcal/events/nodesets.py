@@ -335,6 +335,8 @@ class NodeSetKind(EventKind):
     scope = "set"
     name = "node_set"
     class_names = None
+    #: exact probabilities on chains; a subclass for graphs overrides probabilities()
+    probability_structures = ("chain",)
 
     def constraints(self, pred, events) -> NodeSetConstraints:
         """Which labelings lie in each event (see :class:`NodeSetConstraints`)."""

@@ -324,6 +324,7 @@ class ContainsEntity(EventKind):
     """
 
     scope = "item"
+    probability_structures = ("chain",)
 
     def __init__(
         self, tag_names, scheme: str = "BIO", *, types=None, name: str = "contains_entity"
@@ -403,6 +404,7 @@ class AllEntitiesCorrect(EventKind):
 
     scope = "item"
     contains_map = True
+    probability_structures = ("chain",)
 
     def __init__(self, tag_names, scheme: str = "BIO", *, name: str = "all_entities"):
         self.tag_scheme = _scheme(tag_names, scheme)
