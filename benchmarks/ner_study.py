@@ -204,7 +204,8 @@ def make_default(kinds):
 
 def make_knn(kinds):
     return StructuredRecalibrator(
-        kinds=kinds, features=KNN_FEATURES, forecaster=KNNRegionForecaster(random_state=SEED)
+        kinds=kinds, features=KNN_FEATURES, forecaster=KNNRegionForecaster(random_state=SEED),
+        method="forecaster", shift_check=False, random_state=SEED,
     )
 
 
@@ -433,6 +434,8 @@ def main(argv=None):
     ap.add_argument("--n-resamples", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--models", default="crfsuite,chaincrf")
+    ap.add_argument("--save-model", default=None, help="copy the trained CRFsuite model file here "
+                    "(how models/wnut17_crfsuite.crfsuite was made)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(SEED)
     data = load_wnut17()
@@ -449,6 +452,10 @@ def main(argv=None):
     crf = train_crfsuite(X["train"], train.tag_strings, max_iter)
     log(f"CRFsuite trained in {time.perf_counter() - t0:.1f} s")
     model = CRFsuiteModel.from_model(crf)
+    if args.save_model:
+        import shutil
+
+        shutil.copy(crf.modelfile.name, args.save_model)
     tags = TagScheme(model.labels, "BIO")
 
     def gold(split):  # gold tags in the model's label order

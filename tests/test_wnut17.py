@@ -62,6 +62,14 @@ def test_subset_and_bad_input(corpus):
     assert "NERSentences(n_sentences=5690" in repr(corpus)
 
 
+def test_shipped_tagger_opens():
+    from structcal.adapters import CRFsuiteModel
+    from structcal.datasets import wnut17_tagger_path
+
+    m = CRFsuiteModel.from_file(wnut17_tagger_path())
+    assert set(m.labels) == set(load_wnut17("dev").tag_names)
+
+
 def test_licence_and_citation_are_shipped():
     data = resources.files("structcal.datasets").joinpath("data")
     assert "CC BY 4.0" in data.joinpath("WNUT17_LICENSE").read_text()

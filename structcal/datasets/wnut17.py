@@ -11,7 +11,7 @@ from .._ragged import ragged_rows
 from .._validation import as_int_array, check_option
 from ..exceptions import ParameterError
 
-__all__ = ["WNUT17_SPLITS", "NERSentences", "load_wnut17", "token_features"]
+__all__ = ["WNUT17_SPLITS", "NERSentences", "load_wnut17", "token_features", "wnut17_tagger_path"]
 
 #: The official splits, in order.
 WNUT17_SPLITS = ("train", "dev", "test")
@@ -259,3 +259,24 @@ def token_features(sentences) -> list[list[dict]]:
             feats.append(f)
         out.append(feats)
     return out
+
+
+def wnut17_tagger_path():
+    """Path of the shipped CRFsuite NER model trained on WNUT-17 (``wnut17_crfsuite.crfsuite``).
+
+    Trained by ``benchmarks/ner_study.py --save-model`` with sklearn-crfsuite
+    (``algorithm='lbfgs', c1=0.1, c2=0.1, max_iterations=100,
+    all_possible_transitions=True``) on the whole train split with :func:`token_features`;
+    see ``models/README.md``. Open it with ``sklearn_crfsuite.CRF(model_filename=...)``,
+    ``pycrfsuite.Tagger().open(...)`` or :class:`structcal.adapters.CRFsuiteModel`.
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    from ..io import _pretrained_root
+
+    path = _pretrained_root() / "wnut17_crfsuite.crfsuite"
+    if not path.is_file():
+        raise ParameterError(f"the shipped WNUT-17 tagger is missing: {path}")
+    return path
