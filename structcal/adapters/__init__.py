@@ -1,4 +1,4 @@
-"""Outside models -> ChainPotentials: CRFsuite models, emission + transition CRFs, token classifiers.
+"""Outside models -> ChainPotentials: CRFsuite, emission + transition CRFs, token classifiers.
 
 Adapters only produce potentials (and read tag sets); optional dependencies
 (python-crfsuite, sklearn-crfsuite, torch) are imported lazily, when a function that needs

@@ -22,9 +22,9 @@ http://www.chokkan.org/software/crfsuite/
 
 from __future__ import annotations
 
+import operator
 import os
 import struct
-import operator
 from itertools import chain, compress, repeat
 
 import numpy as np
@@ -41,7 +41,7 @@ _FEATURE = np.dtype([("type", "<u4"), ("src", "<u4"), ("dst", "<u4"), ("weight",
 
 
 def _cqdb_strings(buf: bytes, offset: int, what: str) -> list[str]:
-    """The id -> string table of a CRFsuite constant quark database (CQDB) chunk."""
+    """Read the id -> string table of a CRFsuite constant quark database (CQDB) chunk."""
     magic, size, _flag, _order, n, bwd = struct.unpack_from("<4sIIIII", buf, offset)
     if magic != b"CQDB" or offset + size > len(buf):
         raise ParameterError(

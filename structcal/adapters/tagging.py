@@ -189,7 +189,7 @@ class TagScheme:
         return out
 
     def labels_iv(self, labels, offsets) -> tuple[np.ndarray, np.ndarray]:
-        """Validated int labels and offsets."""
+        """Return validated int labels and offsets."""
         labels = as_int_array(np.asarray(labels), "labels", ndim=1, low=0, high=self.n_tags)
         offsets = as_int_array(np.asarray(offsets), "offsets", ndim=1, low=0)
         if (
@@ -311,7 +311,7 @@ class TagScheme:
     # ------------------------------------------------------------------ validity
 
     def transitions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Validity of moves under the scheme: 0 where allowed, ``-inf`` where not.
+        """Return the validity of moves under the scheme: 0 where allowed, ``-inf`` where not.
 
         Returns
         -------
@@ -412,7 +412,7 @@ def word_scores(subword_scores, word_ids, *, reduce: str = "first") -> np.ndarra
 def token_classifier_potentials(
     scores, lengths, tag_names, *, scheme: str = "BIO", logits: bool = True
 ):
-    """A softmax token classifier as a constrained chain: per-token scores + scheme validity.
+    """Turn a softmax token classifier into a constrained chain (scores + scheme validity).
 
     The chain's distribution is the classifier's per-token distribution restricted to
     sequences valid under the scheme (and renormalised), so entities get exact

@@ -205,7 +205,7 @@ def _word_features(w: str, prefix: str) -> dict:
 
 
 def token_features(sentences) -> list[list[dict]]:
-    """The usual CRF token features, as python-crfsuite feature dicts.
+    """Compute the usual CRF token features, as python-crfsuite feature dicts.
 
     The feature set of the sklearn-crfsuite tutorial without part-of-speech tags: for each
     token a bias, its lower case, 2- and 3-letter suffixes, shape flags (title, upper,

@@ -105,6 +105,7 @@ class EntitySpans(NodeSetKind):
     contains_map = True
 
     def instances(self, pred):
+        """Return the events of this kind for every sentence of ``pred``."""
         _check_states(self, pred)
         c = self.tag_scheme.chunks(pred.map_labels, pred.item_offsets)
         sizes = c.end - c.start
@@ -220,7 +221,7 @@ class EntitySpans(NodeSetKind):
         )
 
     def constraints(self, pred, events) -> NodeSetConstraints:
-        """The chunk as a union of up to four disjoint product patterns per event."""
+        """Write each chunk as a union of up to four disjoint product patterns."""
         parts = [self._pattern_rows(pred, events, a, b) for a in (0, 1) for b in (0, 1)]
         c = NodeSetConstraints.concat(parts, len(events))
         # drop patterns that no labeling satisfies (an empty allowed set)
@@ -241,7 +242,7 @@ class EntitySpans(NodeSetKind):
         return self.constraints(pred, events).satisfied(y_true)
 
     def map_in_event(self, pred, events):
-        """Always true: the events are the MAP labeling's chunks."""
+        """Return all true: the events are the MAP labeling's chunks."""
         return np.ones(len(events), dtype=bool)
 
     def boundary_probabilities(self, pred, events) -> np.ndarray:
@@ -272,7 +273,7 @@ class EntitySpans(NodeSetKind):
 
 
 def entity_table(table, kind_name: str = "entity", tag_scheme: TagScheme | None = None) -> dict:
-    """The spans of the entity events of an event table, as columns.
+    """List the spans of the entity events of an event table, as columns.
 
     Parameters
     ----------
@@ -308,7 +309,7 @@ def entity_table(table, kind_name: str = "entity", tag_scheme: TagScheme | None 
 
 
 class ContainsEntity(EventKind):
-    """ "The sentence contains an entity of type X": one event per sentence and type.
+    """Events "the sentence contains an entity of type X": one per sentence and type.
 
     Exact on chains: every tag of type X belongs to a chunk of type X, so the probability is
     one minus the probability that no tag of type X occurs (a constrained forward pass).
@@ -347,6 +348,7 @@ class ContainsEntity(EventKind):
         return f"ContainsEntity({list(self.tag_scheme.tag_names)!r}, scheme={self.tag_scheme.scheme!r})"
 
     def instances(self, pred):
+        """Return the events of this kind for every sentence of ``pred``."""
         _check_states(self, pred)
         n_t = len(self.types)
         items = np.repeat(np.arange(pred.n_items, dtype=np.int64), n_t)
@@ -386,7 +388,7 @@ class ContainsEntity(EventKind):
 
 
 class AllEntitiesCorrect(EventKind):
-    """ "The sentence's entities are exactly the MAP's": one event per sentence.
+    """Events "the sentence's entities are exactly the MAP's": one per sentence.
 
     The gold chunk set (conlleval semantics) equals the MAP labeling's chunk set: every
     predicted entity is right and none is missing. A sentence without predicted entities
@@ -414,6 +416,7 @@ class AllEntitiesCorrect(EventKind):
         return f"AllEntitiesCorrect({list(self.tag_scheme.tag_names)!r}, scheme={self.tag_scheme.scheme!r})"
 
     def instances(self, pred):
+        """Return the events of this kind for every sentence of ``pred``."""
         _check_states(self, pred)
         return super().instances(pred)
 
@@ -434,7 +437,7 @@ class AllEntitiesCorrect(EventKind):
         return same[events.item]
 
     def map_in_event(self, pred, events):
-        """Always true."""
+        """Return all true (the MAP's entities are the MAP's)."""
         return np.ones(len(events), dtype=bool)
 
     def probabilities(self, pred, events):
