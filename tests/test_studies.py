@@ -40,3 +40,22 @@ def test_graph_recalibration_study_quick():
         assert sp[kind]["all"]["l2"] < sp[kind]["raw"]["l2"] - 1.0
         assert sp[kind]["pseudo"]["cal"] < sp[kind]["raw"]["cal"]
     assert r["scene"]["marginal"]["marginals"]["l2"] < r["scene"]["marginal"]["raw"]["l2"] + 0.5
+
+
+@pytest.mark.slow
+def test_ner_study_quick():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ner_study.py"), "--quick", "--json", "--models", "crfsuite"],
+        capture_output=True, text=True, check=True, env=env,
+    )
+    r = json.loads(out.stdout)
+    res = r["models"]["crfsuite"]
+    assert 0.8 < res["tagging"]["token_accuracy"] < 1.0
+    for protocol in ("dev->test", "crossfit"):
+        for kind in ("map", "marginal", "entity", "all_entities"):
+            assert {"raw", "isotonic", "knn", "default"} <= set(res[protocol][kind])
+    # recalibration repairs the over-confident raw MAP probabilities in distribution
+    cf = res["crossfit"]["map"]
+    assert cf["default"]["brier_x100"] < cf["raw"]["brier_x100"] - 5
+    assert r["speed"]["n_tokens"] > 0
