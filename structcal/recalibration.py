@@ -19,6 +19,7 @@ from ._validation import check_int, describe
 from .events import EventKind, EventTable, MAPEvent, MarginalEvent, build_events
 from .exceptions import ParameterError, ParameterTypeError
 from .forecasters import KNNRegionForecaster
+from .io import SaveLoadMixin
 
 __all__ = [
     "StructuredRecalibrator",
@@ -227,7 +228,7 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
     return CalibrationReport(tuple(results), n_bins)
 
 
-class StructuredRecalibrator(BaseEstimator):
+class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
     """Recalibrate the events of a structured model (Algorithm 1 of Kuleshov & Liang).
 
     Parameters

@@ -18,7 +18,7 @@ _COMMANDS = (demo,)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``structcal`` argument parser with every command's sub-parser."""
+    """Build the ``structcal`` argument parser with every command's sub-parser."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(
