@@ -352,7 +352,7 @@ class _Decoder:
         from . import io
 
         name = v["class"]
-        if name not in io._REGISTRY:
+        if io._registered(name) is None:
             self.fail(f"unknown model class {name!r}")
         cls, version = io._REGISTRY[name]
         if v["version"] != version:

@@ -51,6 +51,24 @@ __all__ = [
 _REGISTRY: dict[str, tuple[type, int]] = {}
 _MAGIC = "structcal-model"
 
+# modules whose classes register themselves with ``register``: imported when a file names
+# one of their classes before the module was imported
+_REGISTERING_MODULES = {
+    "ChainCRF": "structcal.crf",
+    "GraphCRF": "structcal.crf",
+    "ImageFeatures": "structcal.crf",
+    "OnlineRecalibrator": "structcal.online",
+}
+
+
+def _registered(name):
+    """``(cls, format_version)`` of a registered class, importing its module if needed."""
+    if name not in _REGISTRY and name in _REGISTERING_MODULES:
+        from importlib import import_module
+
+        import_module(_REGISTERING_MODULES[name])
+    return _REGISTRY.get(name)
+
 #: Version of the generic layout (``"state"`` tree + arrays); files with a larger one come
 #: from a newer structcal and are refused.
 GENERIC_FORMAT_VERSION = 1
@@ -263,7 +281,7 @@ def load(path, *, expected_class: type | None = None):
             raise ParameterError(f"{where!r} holds an unknown model class {name!r}")
         version = GENERIC_FORMAT_VERSION
     else:
-        if name not in _REGISTRY:
+        if _registered(name) is None:
             raise ParameterError(f"{where!r} holds an unknown model class {name!r}")
         cls, version = _REGISTRY[name]
     got = manifest.get("format_version")
@@ -334,10 +352,10 @@ def inspect(path) -> dict:
     name = manifest.get("class")
     generic = "state" in manifest
     classes = classes_in(manifest["state"]) if generic else [name]
-    known = set(ALLOWED) | set(_REGISTRY)
+    known = set(ALLOWED) | set(_REGISTRY) | set(_REGISTERING_MODULES)
     problems = [f"class {c!r} is not on the allow-list" for c in classes
                 if not c.startswith("feature:") and c not in known]
-    version = GENERIC_FORMAT_VERSION if generic else _REGISTRY.get(name, (None, None))[1]
+    version = GENERIC_FORMAT_VERSION if generic else (_registered(name) or (None, None))[1]
     if manifest.get("format_version") != version:
         problems.append(
             f"format_version {manifest.get('format_version')!r} (this structcal reads {version})"

@@ -33,10 +33,18 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
     report = rec.evaluate(pred_test, test.labels)
     correct = pred_test.map_labels == test.labels
     seconds = time.perf_counter() - t0
+    from ._report import SCALE
+
+    # the JSON carries the figures the text shows, in its units (stated under "units")
     result = {
         "model": model,
-        "letter_accuracy": float(correct.mean()),
-        "word_accuracy": float(np.logical_and.reduceat(correct, test.offsets[:-1]).mean()),
+        "units": {
+            "letter_accuracy": "percent", "word_accuracy": "percent",
+            "l2, calibration_error, sharpness": "x100 (as in the text table)",
+            "seconds": "wall-clock seconds, including JIT compilation on a first run",
+        },
+        "letter_accuracy": 100 * float(correct.mean()),
+        "word_accuracy": 100 * float(np.logical_and.reduceat(correct, test.offsets[:-1]).mean()),
         "n_recalibration_words": recal.n_words,
         "n_test_words": test.n_words,
         "k": {name: int(f.n_neighbors_) for name, f in rec.forecasters_.items()},
@@ -45,12 +53,12 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
         raw, cal = report.get(kind, "raw"), report.get(kind, "calibrated")
         result[kind] = {
             "n_events": raw.n_events,
-            "raw_l2": raw.l2,
-            "raw_calibration_error": raw.calibration_error,
-            "raw_sharpness": raw.sharpness,
-            "calibrated_l2": cal.l2,
-            "calibrated_calibration_error": cal.calibration_error,
-            "calibrated_sharpness": cal.sharpness,
+            "raw_l2": SCALE * raw.l2,
+            "raw_calibration_error": SCALE * raw.calibration_error,
+            "raw_sharpness": SCALE * raw.sharpness,
+            "calibrated_l2": SCALE * cal.l2,
+            "calibrated_calibration_error": SCALE * cal.calibration_error,
+            "calibrated_sharpness": SCALE * cal.sharpness,
         }
     result["seconds"] = seconds
     if as_json:
@@ -58,13 +66,13 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
         return result
     print(f"structcal demo ocr: calibrated confidence for the shipped chain CRF {model!r}")
     print(f"  test split (folds 3-5): {test.n_words} words, Viterbi accuracy "
-          f"{result['letter_accuracy']:.1%} per letter, {result['word_accuracy']:.1%} per word")
+          f"{result['letter_accuracy']:.1f}% per letter, {result['word_accuracy']:.1f}% per word")
     print(f"  recalibration (folds 6-9): {recal.n_words} words; CV k-NN region forecasters "
           f"on every Table 1 feature (k = {result['k']['map']} for words, "
           f"{result['k']['marginal']} for letters)")
     print("  events: 'is the word right?' (map), 'is letter j right?' (marginal); l2 loss,")
     print("  calibration error and sharpness x100 on the test events (10 buckets):\n")
-    for line in report.format().splitlines():
+    for line in report.format(scale=SCALE).splitlines():
         print("  " + line)
     print(f"\n  done in {seconds:.1f} s (including JIT compilation on a first run)")
     return result
@@ -75,7 +83,9 @@ def add_parser(sub) -> None:
     demo = sub.add_parser("demo", help="run a demonstration on shipped data",
                           description=demo_ocr.__doc__.split("\n\n")[0])
     demo.add_argument("dataset", choices=["ocr"], help="which demonstration")
-    demo.add_argument("--json", action="store_true", help="print one JSON object")
+    demo.add_argument("--json", action="store_true",
+                      help="print one JSON object (the text's figures in the text's units: "
+                           "accuracies in percent, losses x100; stated under 'units')")
     demo.add_argument(
         "--model", default="ocr_chain_crf",
         choices=["ocr_chain_crf", "ocr_chain_crf_max_margin"], help="which shipped model",
