@@ -216,7 +216,8 @@ class _Encoder:
         if hasattr(obj, "get_params") and hasattr(obj, "fit"):
             params = obj.get_params(deep=False)
             fitted = {k: v for k, v in vars(obj).items()
-                      if k.endswith("_") and not k.startswith("_") and k not in params}
+                      if k.endswith("_") and not k.startswith("_") and k not in params
+                      and k != "metadata_"}  # metadata_ is the file's, set by io.load
             return {"$type": "estimator", "class": key, "version": version,
                     "params": self.value(params, f"{path}.<params>"),
                     "fitted": self.value(fitted, path)}
