@@ -272,3 +272,76 @@ def test_interrupted_apply_leaves_no_partial_output(work, monkeypatch):
         main(["apply", str(work / "rec"), str(work / "test.npz"), "-o", str(out)])
     assert out.read_text() == "previous results\n"
     assert [p.name for p in work.glob(".interrupted.csv*")] == []
+
+
+@pytest.fixture(scope="module")
+def conll(tmp_path_factory):
+    """A small CRFsuite model on shipped WNUT-17 sentences and CoNLL files of others."""
+    pycrfsuite = pytest.importorskip("pycrfsuite")
+    from structcal.datasets import load_wnut17, token_features
+
+    d = tmp_path_factory.mktemp("conll")
+    train = load_wnut17("train").subset(np.arange(300))
+    trainer = pycrfsuite.Trainer(verbose=False)
+    for x, y in zip(token_features(train.sentences), train.tag_strings):
+        trainer.append(x, y)
+    trainer.set_params({"c1": 0.05, "c2": 0.01, "max_iterations": 40})
+    trainer.train(str(d / "ner.crfsuite"))
+    dev = load_wnut17("dev")
+    for name, rows, tagged in (("recal", np.arange(400), True), ("test", np.arange(400, 550), True),
+                               ("new", np.arange(800, 850), False)):
+        part = dev.subset(rows)
+        lines = ["-DOCSTART- O", ""]
+        for sent, tags in zip(part.sentences, part.tag_strings):
+            lines += [f"{w}\t{t}" if tagged else w for w, t in zip(sent, tags)] + [""]
+        (d / f"{name}.conll").write_text("\n".join(lines))
+    return d
+
+
+def test_crfsuite_conll_input(conll, capsys):
+    from structcal.adapters import CRFsuiteModel
+    from structcal.cli._files import read_conll
+    from structcal.datasets import token_features
+
+    d, model = conll, str(conll / "ner.crfsuite")
+    assert main(["fit", str(d / "recal.conll"), "--crfsuite", model, "-o", str(d / "rec"),
+                 "--kinds", "entity,contains_entity,marginal", "--features", "table1"]) == 0
+    rec = io.load(d / "rec")
+    assert list(rec.forecasters_) == ["entity", "contains_entity", "marginal"]
+    assert rec.metadata_["tag_names"][0] in ("O", "B-corporation")
+    assert main(["apply", str(d / "rec"), str(d / "new.conll"), "--crfsuite", model,
+                 "-o", str(d / "events.csv")]) == 0
+    with open(d / "events.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    # the same events and probabilities as the library on the adapter's potentials
+    from structcal.prediction import StructuredPrediction
+
+    sentences, tags = read_conll(d / "new.conll")
+    assert tags is None and len(sentences) == 50
+    pot = CRFsuiteModel.from_file(model).potentials(token_features(sentences))
+    out = rec.predict(StructuredPrediction(pot))
+    np.testing.assert_array_equal([float(r["calibrated"]) for r in rows], out.forecast)
+    ents = [r for r in rows if r["kind"] == "entity"]
+    for r in ents:   # an entity's tokens and its type
+        item, start, end = int(r["item"]), int(r["start"]), int(r["end"])
+        assert 0 <= start < end <= len(sentences[item])
+        assert r["tag"] in rec.kinds_[0].tag_scheme.types
+    marg = [r for r in rows if r["kind"] == "marginal"]
+    assert all(r["tag"] in rec.metadata_["tag_names"] for r in marg)
+    assert main(["evaluate", str(d / "rec"), str(d / "test.conll"), "--crfsuite", model,
+                 "-o", str(d / "r.json")]) == 0
+    rep = json.loads((d / "r.json").read_text())
+    assert {"pooled", "entity", "contains_entity", "marginal"} <= set(rep["results"])
+    capsys.readouterr()
+    # bad CoNLL input: unknown tags, no tags for evaluate, a chain .npz for this recalibrator
+    (d / "bad.conll").write_text("Hello\tB-nonsense\n\n")
+    assert main(["evaluate", str(d / "rec"), str(d / "bad.conll"), "--crfsuite", model]) == 2
+    assert "tags ['B-nonsense'] are not labels of the CRFsuite model" in capsys.readouterr().err
+    assert main(["evaluate", str(d / "rec"), str(d / "new.conll"), "--crfsuite", model]) == 2
+    assert "no gold tags" in capsys.readouterr().err
+    assert main(["fit", str(d / "recal.conll"), "-o", str(d / "x"), "--crfsuite",
+                 str(d / "recal.conll")]) == 2
+    assert "not a readable CRFsuite model" in capsys.readouterr().err
+    assert main(["fit", str(d / "recal.conll"), "--crfsuite", model, "-o", str(d / "x"),
+                 "--kinds", "contains_entity:nonsense"]) == 2
+    assert "nonsense" in capsys.readouterr().err

@@ -20,7 +20,10 @@ import numpy as np
 
 from ..exceptions import StructcalError
 
-__all__ = ["InputError", "Batch", "load_batch", "atomic_path", "NPZ_FORMAT"]
+__all__ = [
+    "InputError", "Batch", "load_batch", "load_conll_batch", "atomic_path", "NPZ_FORMAT",
+    "CONLL_FORMAT",
+]
 
 #: The input format, as shown in ``--help``.
 NPZ_FORMAT = """\
@@ -42,6 +45,17 @@ input .npz arrays (a batch of chains or graphs laid end to end, K labels):
   unstructured_scores  (n_tokens, K) float  optional: an unstructured classifier's
                                               scores (features phi_no1, phi_no2)"""
 
+#: The CoNLL input, as shown in ``--help``.
+CONLL_FORMAT = """\
+CRFsuite model + CoNLL tokens (--crfsuite MODEL, data = a text file):
+  one token per line, columns separated by whitespace: the token first, the gold tag
+  last (tags are needed by fit and evaluate; with one column there are none); blank
+  lines end sentences; -DOCSTART- lines are skipped. Each token's CRFsuite features are
+  structcal.datasets.token_features (the sklearn-crfsuite tutorial's features without
+  part-of-speech tags): the model must have been trained on them. Event kinds for
+  entities (entity, contains_entity, all_entities) use the model's tag names with
+  --scheme (default BIO)."""
+
 _KNOWN = {
     "unary", "scores", "lengths", "offsets", "transitions", "pairwise", "start", "end",
     "edges", "potts", "labels", "unstructured_scores",
@@ -60,6 +74,7 @@ class Batch:
     prediction: object  # StructuredPrediction
     labels: np.ndarray | None
     structure: str  # "chain" or "graph"
+    tag_names: tuple | None = None  # label names (CRFsuite input)
 
     @property
     def n_items(self) -> int:
@@ -208,6 +223,71 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
     except StructcalError as exc:
         raise InputError(f"{path}: {exc}") from None
     return Batch(path, pred, labels, structure)
+
+
+def read_conll(path: Path) -> tuple[list, list | None]:
+    """Sentences (lists of tokens) and their tags (None when there is one column)."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the CoNLL file ({exc})") from None
+    sentences, tags, sent, sent_tags = [], [], [], []
+    n_columns = None
+    for number, line in enumerate(lines + [""], start=1):
+        cols = line.split()
+        if not cols or cols[0] == "-DOCSTART-":
+            if sent:
+                sentences.append(sent)
+                tags.append(sent_tags)
+                sent, sent_tags = [], []
+            continue
+        if n_columns is None:
+            n_columns = len(cols)
+        elif (len(cols) > 1) != (n_columns > 1):
+            raise InputError(
+                f"{path}: line {number} has {len(cols)} column(s) but earlier lines have "
+                f"{n_columns}: give every token a tag, or none"
+            )
+        sent.append(cols[0])
+        sent_tags.append(cols[-1] if len(cols) > 1 else None)
+    if not sentences:
+        raise InputError(f"{path}: no tokens (expected one token per line, sentences "
+                         "separated by blank lines)")
+    return sentences, (tags if n_columns and n_columns > 1 else None)
+
+
+def load_conll_batch(path, crfsuite, *, need_labels: bool) -> Batch:
+    """Read CoNLL tokens (see :data:`CONLL_FORMAT`) scored by a CRFsuite model."""
+    from ..adapters import CRFsuiteModel
+    from ..datasets import token_features
+    from ..prediction import StructuredPrediction
+
+    path = Path(path)
+    try:
+        model = CRFsuiteModel.from_file(crfsuite)
+    except (StructcalError, OSError) as exc:
+        raise InputError(f"{crfsuite}: not a readable CRFsuite model ({exc})") from None
+    sentences, tags = read_conll(path)
+    labels = None
+    if tags is not None:
+        index = {t: i for i, t in enumerate(model.labels)}
+        flat = [t for sent in tags for t in sent]
+        unknown = sorted(set(flat) - set(index))
+        if unknown:
+            raise InputError(
+                f"{path}: tags {unknown[:5]} are not labels of the CRFsuite model "
+                f"{crfsuite} ({list(model.labels)})"
+            )
+        labels = np.array([index[t] for t in flat], dtype=np.int64)
+    elif need_labels:
+        raise InputError(f"{path}: no gold tags (a second column): they are needed here")
+    try:
+        pot = model.potentials(token_features(sentences))
+    except StructcalError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return Batch(path, StructuredPrediction(pot), labels, "chain", tuple(model.labels))
 
 
 @contextmanager

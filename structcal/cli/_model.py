@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from ._files import InputError, load_batch
+from ._files import InputError, load_batch, load_conll_batch
 from ._options import inference_options
 
-__all__ = ["load_recalibrator", "load_batch_for"]
+__all__ = ["load_recalibrator", "load_batch_for", "read_input", "calibrate"]
+
+
+def read_input(args, *, need_labels, saved_inference=None):
+    """The batch of ``args.data``: an .npz file, or CoNLL tokens with ``--crfsuite``."""
+    if getattr(args, "crfsuite", None):
+        return load_conll_batch(args.data, args.crfsuite, need_labels=need_labels)
+    return load_batch(args.data, need_labels=need_labels,
+                      graph_options=inference_options(args, saved_inference))
 
 
 def load_recalibrator(path):
@@ -23,8 +31,14 @@ def load_recalibrator(path):
 def load_batch_for(rec, args, *, need_labels):
     """Read ``args.data`` for the recalibrator ``rec`` (same number of labels and structure)."""
     meta = getattr(rec, "metadata_", {}) or {}
-    batch = load_batch(args.data, need_labels=need_labels,
-                       graph_options=inference_options(args, meta.get("inference")))
+    batch = read_input(args, need_labels=need_labels, saved_inference=meta.get("inference"))
+    saved_tags = meta.get("tag_names")
+    if saved_tags is not None and (batch.tag_names is None or list(batch.tag_names) != saved_tags):
+        raise InputError(
+            f"{batch.path}: the recalibrator {args.model} was fitted on CRFsuite tags "
+            f"{saved_tags}; give the data as CoNLL tokens with --crfsuite and a model with "
+            "those tags"
+        )
     K = meta.get("n_states")
     if K is not None and int(batch.prediction.n_states) != int(K):
         raise InputError(

@@ -17,7 +17,11 @@ event kinds (--kinds, comma-separated):
   label_at:P:L         position P has label L (one per item long enough; P < 0
                          counts from the end)
   span:S:L1-L2-...     positions S, S+1, ... have labels L1, L2, ... (one per item
-                         long enough)"""
+                         long enough)
+  with tag names (CRFsuite + CoNLL input; --scheme BIO, IOB1, BIOES or BILOU):
+  entity               a predicted entity (chunk) is exactly right (one per chunk)
+  contains_entity[:T]  the sentence contains an entity (of type T)
+  all_entities         every entity of the sentence is right"""
 
 
 def _ints(parts, spec):
@@ -27,14 +31,34 @@ def _ints(parts, spec):
         raise InputError(f"--kinds: {spec!r} needs integers (see --help)") from None
 
 
-def parse_kinds(text: str) -> list:
+def parse_kinds(text: str, tag_names=None, scheme: str = "BIO") -> list:
     """Event kinds from ``--kinds`` (see :data:`KINDS_HELP`)."""
     from ..events import AnyLabel, LabelAt, MAPEvent, MarginalEvent, SpanEquals
+    from ..exceptions import StructcalError
 
     kinds = []
     for spec in (s.strip() for s in text.split(",")):
         name, *args = spec.split(":")
-        if name == "map" and not args:
+        if name in ("entity", "contains_entity", "all_entities"):
+            if tag_names is None:
+                raise InputError(
+                    f"--kinds: {name!r} needs tag names: use a CRFsuite model with CoNLL input"
+                )
+            from ..events import AllEntitiesCorrect, ContainsEntity, EntitySpans
+
+            try:
+                if name == "entity" and not args:
+                    kinds.append(EntitySpans(tag_names, scheme))
+                elif name == "contains_entity" and len(args) <= 1:
+                    kinds.append(ContainsEntity(tag_names, scheme, types=args or None,
+                                                name=spec.replace(":", "=")))
+                elif name == "all_entities" and not args:
+                    kinds.append(AllEntitiesCorrect(tag_names, scheme))
+                else:
+                    raise InputError(f"--kinds: bad arguments in {spec!r} (see --help)")
+            except StructcalError as exc:
+                raise InputError(f"--kinds {spec!r}: {exc}") from None
+        elif name == "map" and not args:
             kinds.append(MAPEvent())
         elif name == "marginal" and not args:
             kinds.append(MarginalEvent())
@@ -98,8 +122,17 @@ def resolve_features(spec, kinds, *, has_unstructured_scores: bool):
     return out, sorted(left_out)
 
 
+def add_input_options(parser) -> None:
+    """``--crfsuite``: read the data as CoNLL tokens scored by a CRFsuite model."""
+    parser.add_argument(
+        "--crfsuite", metavar="MODEL", default=None,
+        help="a CRFsuite model file: the data file is then CoNLL tokens (see below)",
+    )
+
+
 def add_inference_options(parser) -> None:
     """``--graph-marginals``: how marginals are computed on graphs."""
+    add_input_options(parser)
     parser.add_argument(
         "--graph-marginals", choices=["mean_field", "belief_propagation"], default=None,
         help="graph inputs: marginal inference (default: the model's setting from fit, "

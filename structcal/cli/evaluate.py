@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ._files import NPZ_FORMAT, InputError, atomic_path
+from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError, atomic_path
 from ._model import calibrate, load_batch_for, load_recalibrator
 from ._options import add_inference_options
 from ._report import UNITS, report_dict, report_html, report_text
@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
         description="Compare the model's raw event probabilities with the recalibrated "
                     "ones on a labelled batch (not the one used in fit): l2 loss, its "
                     "calibration and sharpness terms, per event kind and pooled.",
-        epilog=f"{EXAMPLES}\n{NPZ_FORMAT}",
+        epilog=f"{EXAMPLES}\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", help="recalibrator saved by `structcal fit`")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._files import NPZ_FORMAT, InputError, load_batch
+from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError
+from ._model import read_input
 from ._options import (
     KINDS_HELP,
     add_inference_options,
@@ -22,6 +23,7 @@ examples:
   structcal fit recal.npz -o recalibrator
   structcal fit recal.npz -o rec --kinds map,marginal,any_label:3 --features all
   structcal fit recal.npz -o rec --forecaster tree --random-state 1
+  structcal fit dev.conll --crfsuite ner.crfsuite -o rec --kinds entity,marginal
 
 writes rec.npz + rec.json (structcal's model format: arrays + JSON manifest, no pickle);
 use them with `structcal apply` and `structcal evaluate`.
@@ -34,7 +36,7 @@ def add_parser(sub) -> None:
         "fit", help="fit a recalibrator on your predictions with gold labels",
         description="Fit a StructuredRecalibrator (Kuleshov & Liang, Algorithm 1) on a "
                     "recalibration batch (data the model was not trained on) and save it.",
-        epilog=f"{NPZ_FORMAT}\n\n{KINDS_HELP}\n\n{EXAMPLES}",
+        epilog=f"{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{KINDS_HELP}\n\n{EXAMPLES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("data", help="input .npz with `labels` (see below)")
@@ -52,6 +54,8 @@ def add_parser(sub) -> None:
     p.add_argument("--pooled", action="store_true",
                    help="one forecaster for all kinds instead of one per kind")
     p.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--scheme", default="BIO",
+                   help="tag scheme of entity event kinds (BIO, IOB1, BIOES, BILOU; default BIO)")
     add_inference_options(p)
     p.set_defaults(run=run)
 
@@ -62,10 +66,10 @@ def run(args) -> int:
     from ..io import model_paths
     from ..recalibration import StructuredRecalibrator
 
-    kinds = parse_kinds(args.kinds)
     features = parse_features(args.features)
     options = inference_options(args)
-    batch = load_batch(args.data, need_labels=True, graph_options=options)
+    batch = read_input(args, need_labels=True)
+    kinds = parse_kinds(args.kinds, batch.tag_names, args.scheme)
     forecaster = {
         "default": None,
         "knn": KNNRegionForecaster(random_state=args.random_state),
@@ -88,6 +92,8 @@ def run(args) -> int:
     rec.save(args.output, metadata={
         "input": str(batch.path), "structure": batch.structure, "n_items": batch.n_items,
         "n_states": int(batch.prediction.n_states), "inference": options,
+        "tag_names": None if batch.tag_names is None else list(batch.tag_names),
+        "crfsuite": args.crfsuite,
     })
     print(f"fitted on {batch.n_items} {batch.structure}s of {batch.path} "
           f"({rec.n_events_fit_} events); forecasters: "
