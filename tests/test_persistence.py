@@ -104,6 +104,30 @@ def test_structured_recalibrator_round_trip_is_bit_identical(variant, chains, tm
         _same_bits(back.fit(pred_fit, y).predict(pred_new).forecast, a.forecast)
 
 
+def test_entity_span_recalibrator_round_trip(tmp_path):
+    from structcal.events import AllEntitiesCorrect, ContainsEntity, EntitySpans
+
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    rng = np.random.default_rng(7)
+    p_fit = random_chains(rng, 5, rng.integers(1, 8, size=200), scale=1.5)
+    p_new = random_chains(rng, 5, rng.integers(1, 8, size=50), scale=1.5)
+    pred_fit, pred_new = StructuredPrediction(p_fit), StructuredPrediction(p_new)
+    y = pred_fit.map_labels.copy()
+    flip = rng.random(y.shape[0]) < 0.25
+    y[flip] = rng.integers(0, 5, size=int(flip.sum()))
+    kinds = [EntitySpans(tags), ContainsEntity(tags, "BIOES", types=["LOC"]),
+             AllEntitiesCorrect(tags, "IOB1"), MarginalEvent()]
+    rec = StructuredRecalibrator(kinds, features=["phi_mp1", "phi_mg1", "phi_mg2"],
+                                 forecaster=KNNRegionForecaster(random_state=0, **GRID))
+    rec.fit(pred_fit, y)
+    back = _round_trip(rec, tmp_path)
+    assert repr(back.kinds_[1]) == repr(rec.kinds_[1])
+    a, b = rec.predict(pred_new), back.predict(pred_new)
+    _same_bits(a.forecast, b.forecast)
+    _same_bits(a.table.raw, b.table.raw)
+    _same_bits(a.table.members, b.table.members)
+
+
 def test_forecasters_round_trip(tmp_path):
     rng = np.random.default_rng(1)
     X = rng.standard_normal((400, 3))
