@@ -17,6 +17,10 @@ from structcal.cli import main
 
 K = 3
 
+# after the recalibrator learnt to check new inputs for distribution shift (a warning),
+# these small random batches can trip it; the tests are about files, not shift
+pytestmark = pytest.mark.filterwarnings("ignore:the new inputs' events are distributed")
+
 
 def _chains(path, n, seed, *, labels=True, **extra):
     rng = np.random.default_rng(seed)
@@ -151,7 +155,8 @@ def test_kinds_by_name_and_table1_default(work, capsys):
     assert main(["fit", str(work / "recal.npz"), "-o", str(work / "rk"), "--kinds", spec]) == 0
     assert "features ['phi_mp2', 'phi_no1', 'phi_no2'] left out" in capsys.readouterr().err
     rec = io.load(work / "rk")
-    assert list(rec.forecasters_) == ["map", "marginal", "any_label=2", "label_at[-1]=0", "span[0]=1-2"]
+    assert [k.name for k in rec.kinds_] == ["map", "marginal", "any_label=2", "label_at[-1]=0",
+                                            "span[0]=1-2"]
     assert "phi_mp3" in rec.feature_names_["map"] and "map_in_event" in rec.feature_names_["any_label=2"]
     assert main(["apply", str(work / "rk"), str(work / "test.npz"), "-o", str(work / "k.csv")]) == 0
     with open(work / "k.csv") as fh:
@@ -162,6 +167,29 @@ def test_kinds_by_name_and_table1_default(work, capsys):
     assert all(int(r["end"]) == lengths[int(r["item"])] == int(r["start"]) + 1 for r in last)
     span = [r for r in rows if r["kind"] == "span[0]=1-2"]
     assert len(span) == (lengths >= 2).sum() and all((r["start"], r["end"]) == ("0", "2") for r in span)
+
+
+def test_lexicon_file(work, capsys):
+    (work / "lex_ids.txt").write_text("0 1\n2\n\n1 1 0\n")
+    (work / "lex_abc.txt").write_text("ab\nc\nbba\n")
+    for extra, name in ((["--lexicon", str(work / "lex_ids.txt")], "rl1"),
+                        (["--lexicon", str(work / "lex_abc.txt"), "--alphabet", "abc"], "rl2")):
+        assert main(["fit", str(work / "recal.npz"), "-o", str(work / name), "--kinds",
+                     "map,in_lexicon", "--features", "table1", *extra]) == 0
+        assert "'phi_mp2'" not in capsys.readouterr().err   # not left out: there is a lexicon
+    a, b = io.load(work / "rl1"), io.load(work / "rl2")
+    assert a.lexicon.n_words == b.lexicon.n_words == 3
+    np.testing.assert_array_equal(a.lexicon.children, b.lexicon.children)
+    assert "phi_mp2" in a.feature_names_["map"]
+    (work / "lex_bad.txt").write_text("0 1\nab\n")
+    for extra, message in (([], "line 2 is not label ids"),
+                           (["--alphabet", "ab"], "--alphabet has 2 characters"),
+                           (["--alphabet", "xyz"], "not in the alphabet")):
+        assert main(["fit", str(work / "recal.npz"), "-o", str(work / "x"), "--lexicon",
+                     str(work / "lex_bad.txt"), *extra]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["fit", str(work / "recal.npz"), "-o", str(work / "x"), "--kinds", "in_lexicon"]) == 2
+    assert "needs --lexicon" in capsys.readouterr().err
 
 
 def test_graph_input_fit_apply(work):
@@ -307,7 +335,7 @@ def test_crfsuite_conll_input(conll, capsys):
     assert main(["fit", str(d / "recal.conll"), "--crfsuite", model, "-o", str(d / "rec"),
                  "--kinds", "entity,contains_entity,marginal", "--features", "table1"]) == 0
     rec = io.load(d / "rec")
-    assert list(rec.forecasters_) == ["entity", "contains_entity", "marginal"]
+    assert [k.name for k in rec.kinds_] == ["entity", "contains_entity", "marginal"]
     assert rec.metadata_["tag_names"][0] in ("O", "B-corporation")
     assert main(["apply", str(d / "rec"), str(d / "new.conll"), "--crfsuite", model,
                  "-o", str(d / "events.csv")]) == 0

@@ -18,6 +18,7 @@ event kinds (--kinds, comma-separated):
                          counts from the end)
   span:S:L1-L2-...     positions S, S+1, ... have labels L1, L2, ... (one per item
                          long enough)
+  in_lexicon           the labeling is in the --lexicon (one per item)
   with tag names (CRFsuite + CoNLL input; --scheme BIO, IOB1, BIOES or BILOU):
   entity               a predicted entity (chunk) is exactly right (one per chunk)
   contains_entity[:T]  the sentence contains an entity (of type T)
@@ -31,7 +32,7 @@ def _ints(parts, spec):
         raise InputError(f"--kinds: {spec!r} needs integers (see --help)") from None
 
 
-def parse_kinds(text: str, tag_names=None, scheme: str = "BIO") -> list:
+def parse_kinds(text: str, tag_names=None, scheme: str = "BIO", lexicon=None) -> list:
     """Event kinds from ``--kinds`` (see :data:`KINDS_HELP`)."""
     from ..events import AnyLabel, LabelAt, MAPEvent, MarginalEvent, SpanEquals
     from ..exceptions import StructcalError
@@ -58,6 +59,12 @@ def parse_kinds(text: str, tag_names=None, scheme: str = "BIO") -> list:
                     raise InputError(f"--kinds: bad arguments in {spec!r} (see --help)")
             except StructcalError as exc:
                 raise InputError(f"--kinds {spec!r}: {exc}") from None
+        elif name == "in_lexicon" and not args:
+            if lexicon is None:
+                raise InputError("--kinds: 'in_lexicon' needs --lexicon")
+            from ..events import InLexicon
+
+            kinds.append(InLexicon(lexicon))
         elif name == "map" and not args:
             kinds.append(MAPEvent())
         elif name == "marginal" and not args:
@@ -94,18 +101,18 @@ def parse_features(text: str):
     return names
 
 
-def resolve_features(spec, kinds, *, has_unstructured_scores: bool):
+def resolve_features(spec, kinds, *, has_unstructured_scores: bool, has_lexicon: bool = False):
     """Per-kind feature names for ``'table1'``/``'all'``, leaving out what the input lacks.
 
-    The CLI takes no lexicon, so ``phi_mp2`` is left out; ``phi_no1``/``phi_no2`` are left
-    out unless the input has ``unstructured_scores``. Returns ``(features, left_out)``;
-    an explicit list is returned as it is (the library names a missing requirement).
+    ``phi_mp2`` is left out without a lexicon, ``phi_no1``/``phi_no2`` without
+    ``unstructured_scores`` in the input. Returns ``(features, left_out)``; an explicit
+    list is returned as it is (the library names a missing requirement).
     """
     from ..features import FEATURE_GROUPS, get_feature
 
     if not isinstance(spec, str):
         return spec, []
-    available = {"lexicon": False, "unstructured_scores": has_unstructured_scores}
+    available = {"lexicon": has_lexicon, "unstructured_scores": has_unstructured_scores}
     out, left_out = {}, set()
     for kind in kinds:
         names = []
@@ -120,6 +127,39 @@ def resolve_features(spec, kinds, *, has_unstructured_scores: bool):
             names.append("raw")
         out[kind.name] = names
     return out, sorted(left_out)
+
+
+def read_lexicon(path, n_states: int, alphabet=None):
+    """A :class:`~structcal.events.Lexicon` from a text file: one admissible labeling a line.
+
+    Each line is a word spelled with ``alphabet`` (one character per label), or, without
+    an alphabet, label ids separated by spaces. Blank lines are skipped.
+    """
+    from pathlib import Path
+
+    from ..events import Lexicon
+    from ..exceptions import StructcalError
+
+    try:
+        lines = [ln.strip() for ln in Path(path).read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the lexicon ({exc})") from None
+    lines = [ln for ln in lines if ln]
+    try:
+        if alphabet is not None:
+            return Lexicon(lines, n_states=n_states, alphabet=alphabet)
+        words = []
+        for number, ln in enumerate(lines, start=1):
+            try:
+                words.append([int(t) for t in ln.split()])
+            except ValueError:
+                raise InputError(
+                    f"{path}: line {number} is not label ids separated by spaces ({ln[:40]!r}); "
+                    "for words spelled in letters pass --alphabet"
+                ) from None
+        return Lexicon(words, n_states=n_states)
+    except StructcalError as exc:
+        raise InputError(f"{path}: {exc}") from None
 
 
 def add_input_options(parser) -> None:

@@ -13,6 +13,7 @@ from ._options import (
     inference_options,
     parse_features,
     parse_kinds,
+    read_lexicon,
     resolve_features,
 )
 
@@ -23,6 +24,7 @@ examples:
   structcal fit recal.npz -o recalibrator
   structcal fit recal.npz -o rec --kinds map,marginal,any_label:3 --features all
   structcal fit recal.npz -o rec --forecaster tree --random-state 1
+  structcal fit recal.npz -o rec --lexicon words.txt --alphabet abcdefghijklmnopqrstuvwxyz
   structcal fit dev.conll --crfsuite ner.crfsuite -o rec --kinds entity,marginal
 
 writes rec.npz + rec.json (structcal's model format: arrays + JSON manifest, no pickle);
@@ -54,6 +56,12 @@ def add_parser(sub) -> None:
     p.add_argument("--pooled", action="store_true",
                    help="one forecaster for all kinds instead of one per kind")
     p.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--lexicon", metavar="FILE", default=None,
+                   help="admissible labelings G (for phi_mp2 and the in_lexicon event kind): "
+                        "one a line, label ids separated by spaces, or words spelled with "
+                        "--alphabet; saved with the recalibrator")
+    p.add_argument("--alphabet", default=None,
+                   help="one character per label (label 0 first), to read --lexicon words")
     p.add_argument("--scheme", default="BIO",
                    help="tag scheme of entity event kinds (BIO, IOB1, BIOES, BILOU; default BIO)")
     add_inference_options(p)
@@ -69,19 +77,27 @@ def run(args) -> int:
     features = parse_features(args.features)
     options = inference_options(args)
     batch = read_input(args, need_labels=True)
-    kinds = parse_kinds(args.kinds, batch.tag_names, args.scheme)
+    K = int(batch.prediction.n_states)
+    if args.alphabet is not None and len(args.alphabet) != K:
+        raise InputError(f"--alphabet has {len(args.alphabet)} characters; the data has K = {K} labels")
+    lexicon = None if args.lexicon is None else read_lexicon(args.lexicon, K, args.alphabet)
+    kinds = parse_kinds(args.kinds, batch.tag_names, args.scheme, lexicon)
     forecaster = {
         "default": None,
         "knn": KNNRegionForecaster(random_state=args.random_state),
         "tree": TreeRegionForecaster(random_state=args.random_state),
     }[args.forecaster]
     features, left_out = resolve_features(
-        features, kinds, has_unstructured_scores=batch.prediction.unstructured_scores is not None
+        features, kinds, has_unstructured_scores=batch.prediction.unstructured_scores is not None,
+        has_lexicon=lexicon is not None,
     )
     if left_out:
-        print(f"note: features {left_out} left out (phi_mp2 needs a lexicon; phi_no1/phi_no2 "
+        print(f"note: features {left_out} left out (phi_mp2 needs --lexicon; phi_no1/phi_no2 "
               "need `unstructured_scores` in the input)", file=sys.stderr)
-    rec = StructuredRecalibrator(kinds, features=features, forecaster=forecaster, pooled=args.pooled)
+    rec = StructuredRecalibrator(
+        kinds, features=features, forecaster=forecaster, pooled=args.pooled, lexicon=lexicon,
+        label_names=None if args.alphabet is None else list(args.alphabet),
+    )
     if "random_state" in rec.get_params():  # the library's default forecaster may take a seed
         rec.set_params(random_state=args.random_state)
     try:
