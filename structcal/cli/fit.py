@@ -47,8 +47,8 @@ def add_parser(sub) -> None:
     p.add_argument("--kinds", default="map,marginal", help="event kinds (default: map,marginal)")
     p.add_argument("--features", default="table1",
                    help="table1 (default: the paper's Table 1 features the input allows: "
-                        "phi_no1/phi_no2 need `unstructured_scores`, phi_mp2 a lexicon, which "
-                        "the CLI does not take), all (table1 + raw + map_in_event), or "
+                        "phi_no1/phi_no2 need `unstructured_scores`, phi_mp2 --lexicon), "
+                        "all (table1 + raw + map_in_event), or "
                         "comma-separated names (phi_mp1, phi_mg2, raw, map_in_event, ...)")
     p.add_argument("--forecaster", choices=["default", "knn", "tree"], default="default",
                    help="region forecaster per event kind: k-NN or decision tree with "
