@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._knn import knn_batch
 from ._validation import check_random_state
+from .io import SaveLoadMixin
 
 __all__ = ["KNNRegionForecaster", "TreeRegionForecaster", "SingleClassWarning", "PAPER_GRID"]
 
@@ -53,7 +54,7 @@ def _check_choice(value, name, grid_name):
     return int(value)
 
 
-class _BinaryForecaster(ClassifierMixin, BaseEstimator):
+class _BinaryForecaster(SaveLoadMixin, ClassifierMixin, BaseEstimator):
     """Shared fit/predict plumbing: two classes (or one, with a warning), probabilities out."""
 
     def _fit_targets(self, X, y):
@@ -135,6 +136,13 @@ class KNNRegionForecaster(_BinaryForecaster):
         The ``k`` used.
     cv_results_ : dict or None
         ``{"k": grid, "l2": mean held-out l2 loss per k}`` when ``n_neighbors='cv'``.
+    mean_, scale_ : ndarray of shape (n_features,)
+        The standardisation of the features.
+    X_fit_ : ndarray of shape (n_samples, n_features)
+        The standardised training events (in a seeded random order: ties in distance go
+        to the earlier one).
+    y_fit_ : ndarray of shape (n_samples,)
+        Their outcomes (0/1).
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
 
@@ -185,9 +193,8 @@ class KNNRegionForecaster(_BinaryForecaster):
         std = X.std(axis=0) if self.scale else np.ones(X.shape[1])
         self.scale_ = np.where(std > 0, std, 1.0)
         order = rng.permutation(n)  # random tie-breaking among equidistant events
-        self._X = np.ascontiguousarray((X[order] - self.mean_) / self.scale_)
-        self._y = y01[order]
-        self._X_t = np.ascontiguousarray(self._X.T)
+        self.X_fit_ = np.ascontiguousarray((X[order] - self.mean_) / self.scale_)
+        self.y_fit_ = y01[order]
         self.cv_results_ = None
         if choice == "cv":
             cv = min(int(self.cv), n) if n >= 2 else 2
@@ -199,19 +206,27 @@ class KNNRegionForecaster(_BinaryForecaster):
             self.n_neighbors_ = int(min(choice, n))
         return self
 
+    def _reference_t(self):
+        """Return the standardised training events transposed (built once, not saved)."""
+        cache = getattr(self, "_cache_t", None)
+        if cache is None or cache[0] is not self.X_fit_:
+            cache = (self.X_fit_, np.ascontiguousarray(self.X_fit_.T))
+            self._cache_t = cache
+        return cache[1]
+
     def _neighbors(self, Xq, k):
-        n_ref = self._X.shape[0]
+        n_ref = self.X_fit_.shape[0]
         k = int(min(k, n_ref))
         idx = np.empty((Xq.shape[0], k), dtype=np.int64)
         dist = np.empty((Xq.shape[0], k))
         knn_batch(
-            np.ascontiguousarray(Xq), self._X_t, k, 32, idx, dist,
+            np.ascontiguousarray(Xq), self._reference_t(), k, 32, idx, dist,
             work=Xq.shape[0] * n_ref * max(Xq.shape[1], 1) // 64,
         )
         return idx
 
     def _cross_validate(self, grid, cv, rng):
-        n = self._X.shape[0]
+        n = self.X_fit_.shape[0]
         folds = rng.permutation(n) % cv
         fold_size = np.bincount(folds, minlength=cv)
         k_max = int(min(grid.max(), n - fold_size.max()))
@@ -221,27 +236,27 @@ class KNNRegionForecaster(_BinaryForecaster):
             k_max = int(grid[0])
         # enough neighbours that k_max of them lie outside the query's fold (re-query the rest)
         k_query = int(min(n, np.ceil(k_max * cv / (cv - 1) * 1.1) + 2 * cv + 1))
-        idx = self._neighbors(self._X, k_query)
+        idx = self._neighbors(self.X_fit_, k_query)
         valid = folds[idx] != folds[:, None]
         short = np.flatnonzero(valid.sum(axis=1) < k_max)
         first = np.argsort(~valid, axis=1, kind="stable")[:, :k_max]
         nb = np.take_along_axis(idx, first, axis=1)
         if short.size:
-            idx_s = self._neighbors(self._X[short], n)
+            idx_s = self._neighbors(self.X_fit_[short], n)
             valid_s = folds[idx_s] != folds[short][:, None]
             nb[short] = np.take_along_axis(
                 idx_s, np.argsort(~valid_s, axis=1, kind="stable")[:, :k_max], axis=1
             )
-        cum = np.cumsum(self._y[nb], axis=1)
+        cum = np.cumsum(self.y_fit_[nb], axis=1)
         forecasts = cum[:, grid - 1] / grid
-        loss = ((forecasts - self._y[:, None]) ** 2).mean(axis=0)
+        loss = ((forecasts - self.y_fit_[:, None]) ** 2).mean(axis=0)
         best = int(np.flatnonzero(loss <= loss.min() + 1e-15)[-1])  # ties: the larger k
         return int(grid[best]), {"k": grid, "l2": loss}
 
     def _positive_probability(self, X):
         Xs = (X - self.mean_) / self.scale_
         idx = self._neighbors(Xs, self.n_neighbors_)
-        return self._y[idx].mean(axis=1)
+        return self.y_fit_[idx].mean(axis=1)
 
 
 class TreeRegionForecaster(_BinaryForecaster):

@@ -1,34 +1,77 @@
 """Saving and loading fitted models as ``.npz`` arrays plus a JSON manifest (never pickle).
 
 A model saved at ``path`` is two files: ``path.npz`` (its arrays, loaded with
-``allow_pickle=False``) and ``path.json`` (class name, ``format_version``, structcal
-version, hyperparameters, free-form metadata and the array names). Classes opt in by
-implementing ``_to_state() -> (params, arrays)`` and a classmethod
-``_from_state(params, arrays)`` and registering with :func:`register`; :func:`load`
-dispatches by class name through that allow-list only (no imports driven by file
-content). Writes are atomic: both files are written to temporary names and renamed, so a
-failed save leaves nothing behind.
+``allow_pickle=False``) and ``path.json`` (the manifest: ``"format":
+"structcal-model"``, class name, ``format_version``, structcal version, the model's state,
+free-form metadata, the array names and the SHA-256 of the ``.npz`` file).
 
-Every file that cannot be read as a structcal model (missing, empty, truncated, corrupt,
-not a zip archive, arrays that do not fit the manifest) makes :func:`load` raise
-:class:`~structcal.exceptions.ParameterError` naming the file, never a lower-level error.
+Two ways in:
+
+* every estimator on the allow-list of :mod:`structcal._state` (the recalibrator, region
+  forecasters, calibrators, and what they hold: event kinds, lexicons, calibration maps,
+  scikit-learn decision trees) is stored generically: its hyperparameters
+  (``get_params``) and fitted attributes (names ending in ``_``), recursively, under
+  ``"state"`` (format_version :data:`GENERIC_FORMAT_VERSION`);
+* classes with their own layout (the CRFs, the online recalibrator) implement
+  ``_to_state() -> (params, arrays)`` and ``_from_state(params, arrays)`` and register
+  with :func:`register`.
+
+:func:`load` builds classes only from those two allow-lists (no imports driven by file
+content) and refuses foreign, truncated, corrupted and newer-format files with a
+:class:`~structcal.exceptions.ParameterError` naming the file. :func:`inspect` lists what
+a file contains without building anything. Writes are atomic: both files are written to
+temporary names and renamed, so a failed save leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from .exceptions import ParameterError, ParameterTypeError
 
-__all__ = ["SaveLoadMixin", "save", "load", "register", "read_manifest", "model_paths", "pretrained_path"]
+__all__ = [
+    "SaveLoadMixin",
+    "save",
+    "load",
+    "inspect",
+    "register",
+    "read_manifest",
+    "model_paths",
+    "pretrained_path",
+    "GENERIC_FORMAT_VERSION",
+]
 
 _REGISTRY: dict[str, tuple[type, int]] = {}
 _MAGIC = "structcal-model"
+
+# modules whose classes register themselves with ``register``: imported when a file names
+# one of their classes before the module was imported
+_REGISTERING_MODULES = {
+    "ChainCRF": "structcal.crf",
+    "GraphCRF": "structcal.crf",
+    "ImageFeatures": "structcal.crf",
+    "OnlineRecalibrator": "structcal.online",
+}
+
+
+def _registered(name):
+    """``(cls, format_version)`` of a registered class, importing its module if needed."""
+    if name not in _REGISTRY and name in _REGISTERING_MODULES:
+        from importlib import import_module
+
+        import_module(_REGISTERING_MODULES[name])
+    return _REGISTRY.get(name)
+
+#: Version of the generic layout (``"state"`` tree + arrays); files with a larger one come
+#: from a newer structcal and are refused.
+GENERIC_FORMAT_VERSION = 1
 
 
 def register(format_version: int):
@@ -67,7 +110,7 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
     Parameters
     ----------
     model : estimator
-        An instance of a registered class.
+        A fitted estimator on the allow-list, or an instance of a registered class.
     path : str or path-like
         The model's stem (``.npz``/``.json`` suffixes are accepted and stripped).
     metadata : dict, optional
@@ -78,23 +121,36 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
     (Path, Path)
         The paths written.
     """
+    from . import __version__
+    from ._state import encode
+
     name = type(model).__name__
-    if name not in _REGISTRY:
-        raise ParameterTypeError(f"{name} cannot be saved: it is not a registered structcal model")
-    _, version = _REGISTRY[name]
-    params, arrays = model._to_state()
+    if name in _REGISTRY and _REGISTRY[name][0] is type(model):
+        _, version = _REGISTRY[name]
+        params, arrays = model._to_state()
+        body = {"format_version": version, "params": _jsonable(params)}
+    else:
+        from ._state import ALLOWED, class_key
+
+        if class_key(type(model)) not in ALLOWED or not hasattr(model, "get_params"):
+            raise ParameterTypeError(
+                f"{name} cannot be saved: it is not a registered structcal model or an "
+                "estimator on structcal's allow-list"
+            )
+        state, arrays = encode(model, "model")  # refuses what is not on the allow-list
+        body = {"format_version": GENERIC_FORMAT_VERSION, "state": state}
+        name = state["class"]
     arrays = {k: np.asarray(v) for k, v in arrays.items()}
     for key, arr in arrays.items():
         if arr.dtype.hasobject:
-            raise ParameterTypeError(f"array {key!r} of {name} has dtype object: it cannot be saved without pickle")
-    from . import __version__
-
+            raise ParameterTypeError(
+                f"array {key!r} of {name} has dtype object: it cannot be saved without pickle"
+            )
     manifest = {
         "format": _MAGIC,
         "class": name,
-        "format_version": version,
         "structcal_version": __version__,
-        "params": _jsonable(params),
+        **body,
         "metadata": _jsonable(metadata or {}),
         "arrays": sorted(arrays),
     }
@@ -106,10 +162,11 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
         tmp_files.append(tmp_npz)
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **arrays)
+        manifest["arrays_sha256"] = _sha256(tmp_npz)
         fd, tmp_json = tempfile.mkstemp(dir=npz_path.parent, suffix=".json.tmp")
         tmp_files.append(tmp_json)
         with os.fdopen(fd, "w") as fh:
-            json.dump(manifest, fh, indent=2, sort_keys=True, allow_nan=True)
+            json.dump(manifest, fh, indent=2, allow_nan=True)
             fh.write("\n")
         for tmp in tmp_files:  # mkstemp creates 0600 files; saved models are ordinary files
             os.chmod(tmp, 0o666 & ~_umask())
@@ -120,6 +177,14 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return npz_path, json_path
+
+
+def _sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 class SaveLoadMixin:
@@ -175,7 +240,7 @@ def read_manifest(path) -> dict:
         raise ParameterError(f"no structcal model at {str(json_path)!r}: the JSON manifest is missing")
     try:
         manifest = json.loads(json_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
         raise ParameterError(f"{str(json_path)!r} is not a structcal model manifest: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != _MAGIC:
         raise ParameterError(f"{str(json_path)!r} is not a structcal model manifest")
@@ -183,7 +248,7 @@ def read_manifest(path) -> dict:
 
 
 def load(path, *, expected_class: type | None = None):
-    """Load a model saved by :func:`save`.
+    """Load a model saved by :func:`save` (arrays with ``allow_pickle=False``).
 
     Parameters
     ----------
@@ -195,53 +260,133 @@ def load(path, *, expected_class: type | None = None):
     Returns
     -------
     estimator
+        With ``metadata_`` holding the saved metadata.
 
     Raises
     ------
     ParameterError
-        For any file that cannot be read as a model of a registered class (missing,
-        empty, truncated or corrupt, another class than ``expected_class``, another
-        format version).
+        The files are missing, not a structcal model, truncated or corrupted (the arrays
+        do not match the manifest's checksum), from a newer format version, or refer to
+        a class structcal does not load.
     """
     npz_path, json_path = model_paths(path)
+    where = str(json_path)
     manifest = read_manifest(path)
     name = manifest.get("class")
-    if name not in _REGISTRY:
-        raise ParameterError(f"{str(json_path)!r} holds an unknown model class {name!r}")
-    cls, version = _REGISTRY[name]
-    if expected_class is not None and cls is not expected_class:
-        raise ParameterError(
-            f"{str(json_path)!r} holds a {name}, not a {expected_class.__name__}"
-        )
+    generic = "state" in manifest
+    if generic:
+        from ._state import ALLOWED, allowed_class
+
+        if name not in ALLOWED:
+            raise ParameterError(f"{where!r} holds an unknown model class {name!r}")
+        version = GENERIC_FORMAT_VERSION
+    else:
+        if _registered(name) is None:
+            raise ParameterError(f"{where!r} holds an unknown model class {name!r}")
+        cls, version = _REGISTRY[name]
     got = manifest.get("format_version")
     if got != version:
+        newer = isinstance(got, int) and got > version
         raise ParameterError(
-            f"{str(json_path)!r} has format_version {got!r}; this structcal reads {name} "
-            f"format_version {version}"
+            f"{where!r} has format_version {got!r}; this structcal "
+            f"reads {name} format_version {version}"
+            + (f" (it was written by a newer structcal, {manifest.get('structcal_version')}: "
+               "upgrade structcal to load it)" if newer else "")
         )
+    if expected_class is not None:
+        actual = allowed_class(name) if generic else cls
+        if not issubclass(actual, expected_class):
+            raise ParameterError(f"{where!r} holds a {name}, not a {expected_class.__name__}")
+    arrays = _read_arrays(npz_path, manifest, where)
+    if generic:
+        from ._state import decode
+
+        model = decode(manifest["state"], arrays, where)
+    else:
+        model = cls._from_state(manifest["params"], arrays)
+    model.metadata_ = manifest.get("metadata", {})
+    return model
+
+
+def _read_arrays(npz_path, manifest, where) -> dict:
     if not npz_path.exists():
-        raise ParameterError(f"the arrays of model {str(json_path)!r} are missing ({npz_path})")
-    try:
-        # (our own handle: np.load leaves its file open when the archive is unreadable)
-        with open(npz_path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except Exception as exc:  # noqa: BLE001  (EOFError, BadZipFile, zlib.error, header errors...)
+        raise ParameterError(f"the arrays of model {where!r} are missing ({npz_path})")
+    digest = manifest.get("arrays_sha256")
+    if digest is not None and _sha256(npz_path) != digest:
         raise ParameterError(
-            f"cannot read model arrays {str(npz_path)!r} (empty, truncated or corrupt file?): "
-            f"{type(exc).__name__}: {exc}"
-        ) from None
+            f"{str(npz_path)!r} is truncated, corrupted or from another save: its SHA-256 "
+            f"differs from the one recorded in {where!r}"
+        )
+    try:
+        with np.load(npz_path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise ParameterError(f"cannot read model arrays {str(npz_path)!r}: {exc}") from None
     missing = set(manifest.get("arrays", [])) - set(arrays)
     if missing:
         raise ParameterError(f"model arrays {sorted(missing)} are missing from {str(npz_path)!r}")
+    return arrays
+
+
+def inspect(path) -> dict:
+    """List what a saved model contains, without building any object (an audit).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model's stem, or its ``.npz``/``.json`` file.
+
+    Returns
+    -------
+    dict
+        ``class``, ``format_version``, ``structcal_version``, ``metadata``; ``classes``:
+        every class the file would build (all on structcal's allow-list, else listed in
+        ``problems``); ``arrays``: name -> ``{"shape", "dtype"}`` read from the ``.npz``
+        headers; ``problems``: why :func:`load` would refuse the file (empty if it
+        would load).
+    """
+    from ._state import ALLOWED, classes_in
+
+    npz_path, json_path = model_paths(path)
+    manifest = read_manifest(path)
+    name = manifest.get("class")
+    generic = "state" in manifest
+    classes = classes_in(manifest["state"]) if generic else [name]
+    known = set(ALLOWED) | set(_REGISTRY) | set(_REGISTERING_MODULES)
+    problems = [f"class {c!r} is not on the allow-list" for c in classes
+                if not c.startswith("feature:") and c not in known]
+    version = GENERIC_FORMAT_VERSION if generic else (_registered(name) or (None, None))[1]
+    if manifest.get("format_version") != version:
+        problems.append(
+            f"format_version {manifest.get('format_version')!r} (this structcal reads {version})"
+        )
+    arrays = {}
     try:
-        model = cls._from_state(manifest["params"], arrays)
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
-        raise ParameterError(
-            f"the arrays {str(npz_path)!r} and manifest {str(json_path)!r} do not describe a "
-            f"valid {name}: {type(exc).__name__}: {exc}"
-        ) from None
-    model.metadata_ = manifest.get("metadata", {})
-    return model
+        digest = manifest.get("arrays_sha256")
+        if digest is not None and _sha256(npz_path) != digest:
+            problems.append("the .npz file does not match the manifest's SHA-256")
+        with zipfile.ZipFile(npz_path) as zf:
+            for info in zf.infolist():
+                with zf.open(info) as fh:
+                    major, _ = np.lib.format.read_magic(fh)
+                    read = (np.lib.format.read_array_header_1_0 if major == 1
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(fh)
+                name_ = info.filename.removesuffix(".npy")
+                arrays[name_] = {"shape": list(shape), "dtype": str(dtype)}
+                if dtype.hasobject:
+                    problems.append(f"array {info.filename!r} has dtype object (needs pickle)")
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        problems.append(f"cannot read {str(npz_path)!r}: {exc}")
+    return {
+        "class": name,
+        "format_version": manifest.get("format_version"),
+        "structcal_version": manifest.get("structcal_version"),
+        "metadata": manifest.get("metadata", {}),
+        "classes": classes,
+        "arrays": arrays,
+        "problems": problems,
+    }
 
 
 def _pretrained_root() -> Path:

@@ -23,6 +23,7 @@ from ._validation import check_float, check_int, check_option, check_random_stat
 from .events import EventKind, EventTable, MAPEvent, MarginalEvent, build_events
 from .exceptions import DistributionShiftWarning, ParameterError, ParameterTypeError
 from .forecasters import KNNRegionForecaster, SingleClassWarning
+from .io import SaveLoadMixin
 
 __all__ = [
     "StructuredRecalibrator",
@@ -346,7 +347,7 @@ def _fit_isotonic(r: np.ndarray, y: np.ndarray):
     return IsotonicCalibration().fit(r, y)
 
 
-class StructuredRecalibrator(BaseEstimator):
+class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
     """Recalibrate the events of a structured model (Algorithm 1 of Kuleshov & Liang).
 
     With no arguments it works on any :class:`~structcal.StructuredPrediction` (chain or

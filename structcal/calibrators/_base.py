@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import as_float_array
 from ..exceptions import ParameterError, ParameterTypeError
+from ..io import SaveLoadMixin
 
 __all__ = ["BaseCalibrator", "ScoreCalibrator", "normalize_rows", "check_scores"]
 
@@ -161,7 +162,7 @@ def _encode_labels(y, n, n_columns):
     return classes, y_index.astype(np.int64)
 
 
-class BaseCalibrator(ClassifierMixin, BaseEstimator):
+class BaseCalibrator(SaveLoadMixin, ClassifierMixin, BaseEstimator):
     """Input handling common to all calibrators (not used directly).
 
     Subclasses implement ``_fit(S, y_index, w)`` and ``_predict_proba(S)`` on validated

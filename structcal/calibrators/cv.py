@@ -10,12 +10,13 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._validation import check_option
 from ..exceptions import ParameterError
+from ..io import SaveLoadMixin
 from .spline import SplineCalib
 
 __all__ = ["CrossValidatedCalibration"]
 
 
-class CrossValidatedCalibration(ClassifierMixin, BaseEstimator):
+class CrossValidatedCalibration(SaveLoadMixin, ClassifierMixin, BaseEstimator):
     """Calibrate a model without setting data aside (Lucena's Algorithm 4).
 
     ``fit`` trains ``estimator`` on all the data (the model used for predictions),

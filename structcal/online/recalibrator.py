@@ -121,7 +121,7 @@ def _seed_state(random_state) -> np.ndarray:
 
 
 @io.register(format_version=1)
-class OnlineRecalibrator(ClassifierMixin, BaseEstimator):
+class OnlineRecalibrator(io.SaveLoadMixin, ClassifierMixin, BaseEstimator):
     """Online recalibration of a stream of raw probabilities (Kuleshov & Ermon, Algorithm 1).
 
     The raw forecasts ``p^F_t`` are split into ``M`` buckets ``[j/M, (j+1)/M)``; each

@@ -1,15 +1,13 @@
-"""Command-line interface: ``structcal demo ocr`` and friends."""
+"""``structcal demo ocr``: calibrate the shipped OCR chain CRF (the main job)."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 
 import numpy as np
 
-__all__ = ["main"]
+__all__ = ["demo_ocr", "add_parser", "run"]
 
 
 def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
@@ -20,9 +18,9 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
     Table 1 feature, fits cross-validated k-NN region forecasters on the recalibration
     events and evaluates raw vs calibrated probabilities on the test events.
     """
-    from .demos import ocr_setup
-    from .forecasters import KNNRegionForecaster
-    from .recalibration import StructuredRecalibrator
+    from ..demos import ocr_setup
+    from ..forecasters import KNNRegionForecaster
+    from ..recalibration import StructuredRecalibrator
 
     t0 = time.perf_counter()
     setup = ocr_setup(model)
@@ -35,10 +33,18 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
     report = rec.evaluate(pred_test, test.labels)
     correct = pred_test.map_labels == test.labels
     seconds = time.perf_counter() - t0
+    from ._report import SCALE
+
+    # the JSON carries the figures the text shows, in its units (stated under "units")
     result = {
         "model": model,
-        "letter_accuracy": float(correct.mean()),
-        "word_accuracy": float(np.logical_and.reduceat(correct, test.offsets[:-1]).mean()),
+        "units": {
+            "letter_accuracy": "percent", "word_accuracy": "percent",
+            "l2, calibration_error, sharpness": "x100 (as in the text table)",
+            "seconds": "wall-clock seconds, including JIT compilation on a first run",
+        },
+        "letter_accuracy": 100 * float(correct.mean()),
+        "word_accuracy": 100 * float(np.logical_and.reduceat(correct, test.offsets[:-1]).mean()),
         "n_recalibration_words": recal.n_words,
         "n_test_words": test.n_words,
         "k": {name: int(f.n_neighbors_) for name, f in rec.forecasters_.items()},
@@ -47,12 +53,12 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
         raw, cal = report.get(kind, "raw"), report.get(kind, "calibrated")
         result[kind] = {
             "n_events": raw.n_events,
-            "raw_l2": raw.l2,
-            "raw_calibration_error": raw.calibration_error,
-            "raw_sharpness": raw.sharpness,
-            "calibrated_l2": cal.l2,
-            "calibrated_calibration_error": cal.calibration_error,
-            "calibrated_sharpness": cal.sharpness,
+            "raw_l2": SCALE * raw.l2,
+            "raw_calibration_error": SCALE * raw.calibration_error,
+            "raw_sharpness": SCALE * raw.sharpness,
+            "calibrated_l2": SCALE * cal.l2,
+            "calibrated_calibration_error": SCALE * cal.calibration_error,
+            "calibrated_sharpness": SCALE * cal.sharpness,
         }
     result["seconds"] = seconds
     if as_json:
@@ -60,34 +66,35 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
         return result
     print(f"structcal demo ocr: calibrated confidence for the shipped chain CRF {model!r}")
     print(f"  test split (folds 3-5): {test.n_words} words, Viterbi accuracy "
-          f"{result['letter_accuracy']:.1%} per letter, {result['word_accuracy']:.1%} per word")
+          f"{result['letter_accuracy']:.1f}% per letter, {result['word_accuracy']:.1f}% per word")
     print(f"  recalibration (folds 6-9): {recal.n_words} words; CV k-NN region forecasters "
           f"on every Table 1 feature (k = {result['k']['map']} for words, "
           f"{result['k']['marginal']} for letters)")
     print("  events: 'is the word right?' (map), 'is letter j right?' (marginal); l2 loss,")
     print("  calibration error and sharpness x100 on the test events (10 buckets):\n")
-    for line in report.format().splitlines():
+    for line in report.format(scale=SCALE).splitlines():
         print("  " + line)
     print(f"\n  done in {seconds:.1f} s (including JIT compilation on a first run)")
     return result
 
 
-def main(argv=None) -> int:
-    """Entry point of the ``structcal`` command."""
-    parser = argparse.ArgumentParser(prog="structcal", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a demonstration on shipped data")
+def add_parser(sub) -> None:
+    """Register ``structcal demo``."""
+    demo = sub.add_parser("demo", help="run a demonstration on shipped data",
+                          description=demo_ocr.__doc__.split("\n\n")[0])
     demo.add_argument("dataset", choices=["ocr"], help="which demonstration")
-    demo.add_argument("--json", action="store_true", help="print one JSON object")
+    demo.add_argument("--json", action="store_true",
+                      help="print one JSON object (the text's figures in the text's units: "
+                           "accuracies in percent, losses x100; stated under 'units')")
     demo.add_argument(
         "--model", default="ocr_chain_crf",
         choices=["ocr_chain_crf", "ocr_chain_crf_max_margin"], help="which shipped model",
     )
-    args = parser.parse_args(argv)
-    if args.command == "demo" and args.dataset == "ocr":
+    demo.set_defaults(run=run)
+
+
+def run(args) -> int:
+    """Run ``structcal demo``."""
+    if args.dataset == "ocr":
         demo_ocr(model=args.model, as_json=args.json)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Command-line interface: ``structcal <command> ...``.
+
+One module per command (``fit.py``, ``apply.py``, ``evaluate.py``, ``demo.py``); each
+defines ``add_parser(subparsers)`` and ``run(args) -> int``. :func:`main` builds the
+parser from them. Bad input (an unreadable or inconsistent file, a model from a newer
+format version, an unknown option value) prints one line naming the file and the
+problem on stderr and exits with code 2, having written nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import apply, demo, evaluate, fit
+from ._files import InputError
+from .demo import demo_ocr
+
+__all__ = ["main", "demo_ocr"]
+
+_COMMANDS = (fit, apply, evaluate, demo)
+
+
+EPILOG = """\
+typical use (see each command's --help for the input format and options):
+  structcal fit recal.npz -o rec              fit a recalibrator (predictions + gold labels)
+  structcal apply rec new.npz -o events.csv   calibrated probability of every event
+  structcal evaluate rec test.npz -o report.html
+  structcal demo ocr                          the shipped OCR example
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the ``structcal`` argument parser with every command's sub-parser."""
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="structcal",
+        description="structcal: calibrated confidence for structured predictions.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"structcal {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in _COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``structcal`` command."""
+    from ..exceptions import StructcalError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (InputError, StructcalError) as exc:
+        print(f"structcal {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""Input batches and output files of the CLI commands (private).
+
+Input: one ``.npz`` file (``allow_pickle=False``) holding a batch of chains or graphs as
+flat arrays, optionally with gold labels. Every problem is reported as a
+:class:`InputError` naming the file; the commands turn it into one line on stderr and
+exit code 2. Outputs are written to a temporary file next to the destination and renamed
+into place, so an interrupted or failed command leaves no partial file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import StructcalError
+
+__all__ = [
+    "InputError", "Batch", "load_batch", "load_conll_batch", "atomic_path", "NPZ_FORMAT",
+    "CONLL_FORMAT",
+]
+
+#: The input format, as shown in ``--help``.
+NPZ_FORMAT = """\
+input .npz arrays (a batch of chains or graphs laid end to end, K labels):
+  unary                (n_tokens, K) float  log-potentials / scores per token or node
+                                              (alias: scores)
+  lengths              (n_items,) int       tokens (nodes) per item, or
+  offsets              (n_items + 1,) int   item i is rows offsets[i]:offsets[i+1]
+  chains:
+    transitions        (K, K) float         shared transition log-potentials, or
+    pairwise           (K, K) or (n_edges, K, K)  shared or per-edge (edges of each
+                                              chain in order, sum(max(L - 1, 0)) of them)
+    start, end         (K,) float           optional first/last-label scores
+  graphs:
+    edges              (n_edges, 2) int     global node indices, grouped by graph
+    pairwise           (K, K) or (n_edges, K, K), or
+    potts              () or (n_edges,) float  Potts weights
+  labels               (n_tokens,) int      gold labels in 0..K-1 (fit, evaluate)
+  unstructured_scores  (n_tokens, K) float  optional: an unstructured classifier's
+                                              scores (features phi_no1, phi_no2)"""
+
+#: The CoNLL input, as shown in ``--help``.
+CONLL_FORMAT = """\
+CRFsuite model + CoNLL tokens (--crfsuite MODEL, data = a text file):
+  one token per line, columns separated by whitespace: the token first, the gold tag
+  last (tags are needed by fit and evaluate; with one column there are none); blank
+  lines end sentences; -DOCSTART- lines are skipped. Each token's CRFsuite features are
+  structcal.datasets.token_features (the sklearn-crfsuite tutorial's features without
+  part-of-speech tags): the model must have been trained on them. Event kinds for
+  entities (entity, contains_entity, all_entities) use the model's tag names with
+  --scheme (default BIO)."""
+
+_KNOWN = {
+    "unary", "scores", "lengths", "offsets", "transitions", "pairwise", "start", "end",
+    "edges", "potts", "labels", "unstructured_scores",
+}
+
+
+class InputError(Exception):
+    """A CLI input or option is unusable; the message names the file and the problem."""
+
+
+@dataclass
+class Batch:
+    """A loaded input file."""
+
+    path: Path
+    prediction: object  # StructuredPrediction
+    labels: np.ndarray | None
+    structure: str  # "chain" or "graph"
+    tag_names: tuple | None = None  # label names (CRFsuite input)
+
+    @property
+    def n_items(self) -> int:
+        """Number of chains or graphs."""
+        return int(self.prediction.n_items)
+
+
+def _read_npz(path: Path) -> dict:
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise InputError(f"{path}: not an .npz archive (a single .npy array)")
+            return {k: data[k] for k in data.files}
+    except InputError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+
+
+def _int_array(arrays, name, path, ndim):
+    a = arrays[name]
+    if a.ndim != ndim:
+        raise InputError(f"{path}: `{name}` must be {ndim}-d; got shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        if a.dtype.kind == "f" and np.isfinite(a).all() and (a == np.round(a)).all():
+            return a.astype(np.int64)
+        raise InputError(f"{path}: `{name}` must hold integers; got dtype {a.dtype}")
+    return a.astype(np.int64)
+
+
+def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
+    """Read a batch from an ``.npz`` file (see :data:`NPZ_FORMAT`).
+
+    Parameters
+    ----------
+    path : path-like
+    need_labels : bool
+        Whether the array ``labels`` is required.
+    graph_options : dict, optional
+        Inference options for graphs (``marginal_method``, ``map_method``).
+
+    Returns
+    -------
+    Batch
+
+    Raises
+    ------
+    InputError
+        Missing or unknown arrays, wrong shapes or dtypes, labels out of range.
+    """
+    from .. import ChainPotentials, GraphPotentials
+    from ..prediction import StructuredPrediction
+
+    path = Path(path)
+    arrays = _read_npz(path)
+    unknown = sorted(set(arrays) - _KNOWN)
+    if unknown:
+        raise InputError(f"{path}: unknown arrays {unknown}; expected some of {sorted(_KNOWN)}")
+    if "unary" in arrays and "scores" in arrays:
+        raise InputError(f"{path}: give `unary` or `scores`, not both")
+    key = "unary" if "unary" in arrays else "scores"
+    if key not in arrays:
+        raise InputError(f"{path}: missing array `unary` (n_tokens, K) (or `scores`)")
+    unary = arrays[key]
+    if unary.ndim != 2 or unary.shape[1] < 1:
+        raise InputError(f"{path}: `{key}` must have shape (n_tokens, K); got {unary.shape}")
+    n_tokens, K = unary.shape
+    if ("lengths" in arrays) == ("offsets" in arrays):
+        raise InputError(f"{path}: give exactly one of `lengths` (n_items,) and `offsets` (n_items + 1,)")
+    if "lengths" in arrays:
+        lengths = _int_array(arrays, "lengths", path, 1)
+        if (lengths < 0).any():
+            raise InputError(f"{path}: `lengths` must be >= 0")
+        if lengths.sum() != n_tokens:
+            raise InputError(
+                f"{path}: `lengths` sum to {int(lengths.sum())} but `{key}` has {n_tokens} rows"
+            )
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+    else:
+        offsets = _int_array(arrays, "offsets", path, 1)
+    labels = None
+    if "labels" in arrays:
+        labels = _int_array(arrays, "labels", path, 1)
+        if labels.shape != (n_tokens,):
+            raise InputError(
+                f"{path}: `labels` must have shape ({n_tokens},) (one per row of `{key}`); "
+                f"got {labels.shape}"
+            )
+        bad = (labels < 0) | (labels >= K)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                f"{path}: `labels` must lie in 0..{K - 1} (K = {K} columns of `{key}`); "
+                f"labels[{i}] = {int(labels[i])} ({int(bad.sum())} out of range)"
+            )
+    elif need_labels:
+        raise InputError(f"{path}: missing array `labels` (n_tokens,): gold labels are needed here")
+    scores = arrays.get("unstructured_scores")
+    if scores is not None and scores.shape != unary.shape:
+        raise InputError(
+            f"{path}: `unstructured_scores` must have the shape of `{key}` {unary.shape}; "
+            f"got {scores.shape}"
+        )
+    try:
+        if "edges" in arrays:
+            structure = "graph"
+            for name in ("transitions", "start", "end"):
+                if name in arrays:
+                    raise InputError(f"{path}: `{name}` is for chains; graphs take `pairwise` or `potts`")
+            edges = _int_array(arrays, "edges", path, 2)
+            if edges.shape[1:] != (2,):
+                raise InputError(f"{path}: `edges` must have shape (n_edges, 2); got {edges.shape}")
+            if edges.size and (edges.min() < 0 or edges.max() >= n_tokens):
+                raise InputError(f"{path}: `edges` must hold node indices in 0..{n_tokens - 1}")
+            graph = np.searchsorted(offsets, edges[:, 0], side="right") - 1 if edges.size else edges[:, 0]
+            if edges.size and (np.diff(graph) < 0).any():
+                raise InputError(f"{path}: `edges` must be grouped by graph (graph 0's edges first)")
+            edge_offsets = np.searchsorted(graph, np.arange(offsets.shape[0]), side="left")
+            if ("pairwise" in arrays) == ("potts" in arrays):
+                raise InputError(f"{path}: graphs need exactly one of `pairwise` and `potts`")
+            pot = GraphPotentials(
+                unary, offsets, edges, edge_offsets, arrays.get("pairwise"),
+                potts=arrays.get("potts"),
+            )
+            pred = StructuredPrediction(pot, unstructured_scores=scores, **(graph_options or {}))
+        else:
+            structure = "chain"
+            if "potts" in arrays:
+                raise InputError(f"{path}: `potts` is for graphs (with `edges`)")
+            if ("transitions" in arrays) == ("pairwise" in arrays):
+                raise InputError(
+                    f"{path}: chains need exactly one of `transitions` (K, K) and `pairwise` "
+                    "(K, K) or (n_edges, K, K)"
+                )
+            if "transitions" in arrays:
+                pot = ChainPotentials.from_scores(
+                    unary, np.diff(offsets), arrays["transitions"], arrays.get("start"), arrays.get("end")
+                )
+            else:
+                if "start" in arrays or "end" in arrays:
+                    raise InputError(f"{path}: `start`/`end` go with `transitions`, not `pairwise`")
+                pot = ChainPotentials(unary, offsets, arrays["pairwise"])
+            pred = StructuredPrediction(pot, unstructured_scores=scores)
+    except StructcalError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return Batch(path, pred, labels, structure)
+
+
+def read_conll(path: Path) -> tuple[list, list | None]:
+    """Sentences (lists of tokens) and their tags (None when there is one column)."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the CoNLL file ({exc})") from None
+    sentences, tags, sent, sent_tags = [], [], [], []
+    n_columns = None
+    for number, line in enumerate(lines + [""], start=1):
+        cols = line.split()
+        if not cols or cols[0] == "-DOCSTART-":
+            if sent:
+                sentences.append(sent)
+                tags.append(sent_tags)
+                sent, sent_tags = [], []
+            continue
+        if n_columns is None:
+            n_columns = len(cols)
+        elif (len(cols) > 1) != (n_columns > 1):
+            raise InputError(
+                f"{path}: line {number} has {len(cols)} column(s) but earlier lines have "
+                f"{n_columns}: give every token a tag, or none"
+            )
+        sent.append(cols[0])
+        sent_tags.append(cols[-1] if len(cols) > 1 else None)
+    if not sentences:
+        raise InputError(f"{path}: no tokens (expected one token per line, sentences "
+                         "separated by blank lines)")
+    return sentences, (tags if n_columns and n_columns > 1 else None)
+
+
+def load_conll_batch(path, crfsuite, *, need_labels: bool) -> Batch:
+    """Read CoNLL tokens (see :data:`CONLL_FORMAT`) scored by a CRFsuite model."""
+    from ..adapters import CRFsuiteModel
+    from ..datasets import token_features
+    from ..prediction import StructuredPrediction
+
+    path = Path(path)
+    try:
+        model = CRFsuiteModel.from_file(crfsuite)
+    except (StructcalError, OSError) as exc:
+        raise InputError(f"{crfsuite}: not a readable CRFsuite model ({exc})") from None
+    sentences, tags = read_conll(path)
+    labels = None
+    if tags is not None:
+        index = {t: i for i, t in enumerate(model.labels)}
+        flat = [t for sent in tags for t in sent]
+        unknown = sorted(set(flat) - set(index))
+        if unknown:
+            raise InputError(
+                f"{path}: tags {unknown[:5]} are not labels of the CRFsuite model "
+                f"{crfsuite} ({list(model.labels)})"
+            )
+        labels = np.array([index[t] for t in flat], dtype=np.int64)
+    elif need_labels:
+        raise InputError(f"{path}: no gold tags (a second column): they are needed here")
+    try:
+        pot = model.potentials(token_features(sentences))
+    except StructcalError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return Batch(path, StructuredPrediction(pot), labels, "chain", tuple(model.labels))
+
+
+@contextmanager
+def atomic_path(path):
+    """Yield a temporary path next to ``path``; rename it to ``path`` on success.
+
+    On any exception (including ``KeyboardInterrupt``) the temporary file is removed and
+    ``path`` is left as it was.
+    """
+    path = Path(path)
+    if not path.parent.exists():
+        raise InputError(f"{path}: the folder {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

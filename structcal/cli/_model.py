@@ -1,0 +1,62 @@
+"""Loading a saved recalibrator and applying it to a batch (private, shared by commands)."""
+
+from __future__ import annotations
+
+from ._files import InputError, load_batch, load_conll_batch
+from ._options import inference_options
+
+__all__ = ["load_recalibrator", "load_batch_for", "read_input", "calibrate"]
+
+
+def read_input(args, *, need_labels, saved_inference=None):
+    """The batch of ``args.data``: an .npz file, or CoNLL tokens with ``--crfsuite``."""
+    if getattr(args, "crfsuite", None):
+        return load_conll_batch(args.data, args.crfsuite, need_labels=need_labels)
+    return load_batch(args.data, need_labels=need_labels,
+                      graph_options=inference_options(args, saved_inference))
+
+
+def load_recalibrator(path):
+    """The StructuredRecalibrator saved at ``path`` (errors name the file)."""
+    from ..exceptions import StructcalError
+    from ..io import load
+    from ..recalibration import StructuredRecalibrator
+
+    try:
+        return load(path, expected_class=StructuredRecalibrator)
+    except StructcalError as exc:
+        raise InputError(str(exc)) from None
+
+
+def load_batch_for(rec, args, *, need_labels):
+    """Read ``args.data`` for the recalibrator ``rec`` (same number of labels and structure)."""
+    meta = getattr(rec, "metadata_", {}) or {}
+    batch = read_input(args, need_labels=need_labels, saved_inference=meta.get("inference"))
+    saved_tags = meta.get("tag_names")
+    if saved_tags is not None and (batch.tag_names is None or list(batch.tag_names) != saved_tags):
+        raise InputError(
+            f"{batch.path}: the recalibrator {args.model} was fitted on CRFsuite tags "
+            f"{saved_tags}; give the data as CoNLL tokens with --crfsuite and a model with "
+            "those tags"
+        )
+    K = meta.get("n_states")
+    if K is not None and int(batch.prediction.n_states) != int(K):
+        raise InputError(
+            f"{batch.path}: has K = {batch.prediction.n_states} labels but the recalibrator "
+            f"{args.model} was fitted on K = {K}"
+        )
+    structure = meta.get("structure")
+    if structure is not None and batch.structure != structure:
+        raise InputError(
+            f"{batch.path}: holds {batch.structure}s but the recalibrator {args.model} was "
+            f"fitted on {structure}s"
+        )
+    return batch
+
+
+def calibrate(rec, batch):
+    """``CalibratedEvents`` of a batch (outcomes filled when it has labels)."""
+    try:
+        return rec.predict(batch.prediction, y_true=batch.labels)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{batch.path}: cannot apply the recalibrator: {exc}") from None

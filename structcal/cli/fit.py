@@ -1,0 +1,118 @@
+"""``structcal fit``: fit a recalibrator on a batch with gold labels and save it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError
+from ._model import read_input
+from ._options import (
+    KINDS_HELP,
+    add_inference_options,
+    inference_options,
+    parse_features,
+    parse_kinds,
+    read_lexicon,
+    resolve_features,
+)
+
+__all__ = ["add_parser", "run"]
+
+EXAMPLES = """\
+examples:
+  structcal fit recal.npz -o recalibrator
+  structcal fit recal.npz -o rec --kinds map,marginal,any_label:3 --features all
+  structcal fit recal.npz -o rec --forecaster tree --random-state 1
+  structcal fit recal.npz -o rec --lexicon words.txt --alphabet abcdefghijklmnopqrstuvwxyz
+  structcal fit dev.conll --crfsuite ner.crfsuite -o rec --kinds entity,marginal
+
+writes rec.npz + rec.json (structcal's model format: arrays + JSON manifest, no pickle);
+use them with `structcal apply` and `structcal evaluate`.
+"""
+
+
+def add_parser(sub) -> None:
+    """Register ``structcal fit``."""
+    p = sub.add_parser(
+        "fit", help="fit a recalibrator on your predictions with gold labels",
+        description="Fit a StructuredRecalibrator (Kuleshov & Liang, Algorithm 1) on a "
+                    "recalibration batch (data the model was not trained on) and save it.",
+        epilog=f"{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{KINDS_HELP}\n\n{EXAMPLES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("data", help="input .npz with `labels` (see below)")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL",
+                   help="where to save the recalibrator (MODEL.npz + MODEL.json)")
+    p.add_argument("--kinds", default="map,marginal", help="event kinds (default: map,marginal)")
+    p.add_argument("--features", default="table1",
+                   help="table1 (default: the paper's Table 1 features the input allows: "
+                        "phi_no1/phi_no2 need `unstructured_scores`, phi_mp2 --lexicon), "
+                        "all (table1 + raw + map_in_event), or "
+                        "comma-separated names (phi_mp1, phi_mg2, raw, map_in_event, ...)")
+    p.add_argument("--forecaster", choices=["default", "knn", "tree"], default="default",
+                   help="region forecaster per event kind: k-NN or decision tree with "
+                        "cross-validated region size (default: the library's default)")
+    p.add_argument("--pooled", action="store_true",
+                   help="one forecaster for all kinds instead of one per kind")
+    p.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--lexicon", metavar="FILE", default=None,
+                   help="admissible labelings G (for phi_mp2 and the in_lexicon event kind): "
+                        "one a line, label ids separated by spaces, or words spelled with "
+                        "--alphabet; saved with the recalibrator")
+    p.add_argument("--alphabet", default=None,
+                   help="one character per label (label 0 first), to read --lexicon words")
+    p.add_argument("--scheme", default="BIO",
+                   help="tag scheme of entity event kinds (BIO, IOB1, BIOES, BILOU; default BIO)")
+    add_inference_options(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    """Run ``structcal fit``."""
+    from ..forecasters import KNNRegionForecaster, TreeRegionForecaster
+    from ..io import model_paths
+    from ..recalibration import StructuredRecalibrator
+
+    features = parse_features(args.features)
+    options = inference_options(args)
+    batch = read_input(args, need_labels=True)
+    K = int(batch.prediction.n_states)
+    if args.alphabet is not None and len(args.alphabet) != K:
+        raise InputError(f"--alphabet has {len(args.alphabet)} characters; the data has K = {K} labels")
+    lexicon = None if args.lexicon is None else read_lexicon(args.lexicon, K, args.alphabet)
+    kinds = parse_kinds(args.kinds, batch.tag_names, args.scheme, lexicon)
+    forecaster = {
+        "default": None,
+        "knn": KNNRegionForecaster(random_state=args.random_state),
+        "tree": TreeRegionForecaster(random_state=args.random_state),
+    }[args.forecaster]
+    features, left_out = resolve_features(
+        features, kinds, has_unstructured_scores=batch.prediction.unstructured_scores is not None,
+        has_lexicon=lexicon is not None,
+    )
+    if left_out:
+        print(f"note: features {left_out} left out (phi_mp2 needs --lexicon; phi_no1/phi_no2 "
+              "need `unstructured_scores` in the input)", file=sys.stderr)
+    rec = StructuredRecalibrator(
+        kinds, features=features, forecaster=forecaster, pooled=args.pooled, lexicon=lexicon,
+        label_names=None if args.alphabet is None else list(args.alphabet),
+    )
+    if "random_state" in rec.get_params():  # the library's default forecaster may take a seed
+        rec.set_params(random_state=args.random_state)
+    try:
+        rec.fit(batch.prediction, batch.labels)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{batch.path}: cannot fit: {exc}") from None
+    npz, js = model_paths(args.output)
+    rec.save(args.output, metadata={
+        "input": str(batch.path), "structure": batch.structure, "n_items": batch.n_items,
+        "n_states": int(batch.prediction.n_states), "inference": options,
+        "tag_names": None if batch.tag_names is None else list(batch.tag_names),
+        "crfsuite": args.crfsuite,
+    })
+    print(f"fitted on {batch.n_items} {batch.structure}s of {batch.path} "
+          f"({rec.n_events_fit_} events); forecasters: "
+          + ", ".join(f"{k} ({type(f).__name__})" for k, f in rec.forecasters_.items()))
+    print(f"saved {npz} and {js}")
+    return 0

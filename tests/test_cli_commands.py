@@ -1,0 +1,375 @@
+"""`structcal fit / apply / evaluate` end to end on small files the tests write.
+
+A few runs go through a subprocess (the installed command as a user runs it); the
+variants run in-process through ``main`` to share the JIT-compiled kernels.
+"""
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from structcal import io
+from structcal.cli import main
+
+K = 3
+
+# after the recalibrator learnt to check new inputs for distribution shift (a warning),
+# these small random batches can trip it; the tests are about files, not shift
+pytestmark = pytest.mark.filterwarnings("ignore:the new inputs' events are distributed")
+
+
+def _chains(path, n, seed, *, labels=True, **extra):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 7, size=n)
+    unary = 2 * rng.standard_normal((lengths.sum(), K))
+    arrays = dict(unary=unary, lengths=lengths, transitions=rng.standard_normal((K, K)))
+    if labels:
+        y = unary.argmax(1)
+        flip = rng.random(y.shape[0]) < 0.3
+        y[flip] = rng.integers(0, K, size=int(flip.sum()))
+        arrays["labels"] = y
+    arrays.update(extra)
+    np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
+    return arrays
+
+
+def _graphs(path, n, seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 6, size=n)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    parts = []
+    for g, s in enumerate(sizes):   # a path, closed into a cycle when it has 3+ nodes
+        first = offsets[g]
+        parts.append(np.column_stack([first + np.arange(s - 1), first + np.arange(1, s)]))
+        if s >= 3:
+            parts.append([[first, first + s - 1]])
+    edges = np.concatenate(parts)
+    unary = 2 * rng.standard_normal((offsets[-1], K))
+    np.savez(path, unary=unary, offsets=offsets, edges=edges, potts=np.array(0.5),
+             labels=unary.argmax(1))
+
+
+def _run(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "structcal", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    _chains(d / "recal.npz", 250, 1)
+    _chains(d / "test.npz", 80, 2)
+    _chains(d / "new.npz", 40, 3, labels=False)
+    # features that need only MAP and marginals: fewer kernels to compile per process
+    r = _run("fit", "recal.npz", "-o", "rec", "--forecaster", "knn", "--features",
+             "phi_mp1,phi_mg1,phi_mg2", cwd=d)
+    assert r.returncode == 0, r.stderr
+    assert "saved rec.npz and rec.json" in r.stdout
+    return d
+
+
+def test_version_and_help():
+    from structcal import __version__
+
+    r = subprocess.run([sys.executable, "-m", "structcal", "--version"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == f"structcal {__version__}"
+    r = subprocess.run([sys.executable, "-m", "structcal", "apply", "--help"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0
+    for text in ("calibrated", "start, end", "examples:", "transitions", "labels"):
+        assert text in r.stdout
+
+
+def test_apply_subprocess_writes_the_calibrated_events(work):
+    r = _run("apply", "rec", "test.npz", "-o", "events.csv", cwd=work)
+    assert r.returncode == 0, r.stderr
+    with open(work / "events.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    # the same numbers, to the bit, as the library on the same data
+    from structcal.cli._files import load_batch
+
+    rec = io.load(work / "rec")
+    batch = load_batch(work / "test.npz", need_labels=True)
+    out = rec.predict(batch.prediction, batch.labels)
+    assert len(rows) == out.table.n_events
+    np.testing.assert_array_equal([float(r["calibrated"]) for r in rows], out.forecast)
+    np.testing.assert_array_equal([float(r["raw"]) for r in rows], out.table.raw)
+    assert {r["kind"] for r in rows} == {"map", "marginal"}
+    lengths = np.load(work / "test.npz")["lengths"]
+    for r in rows:
+        start, end, item = int(r["start"]), int(r["end"]), int(r["item"])
+        if r["kind"] == "marginal":
+            assert end == start + 1 and int(r["label"]) >= 0
+        else:
+            assert (start, end) == (0, lengths[item]) and r["label"] == "-1"
+    assert list(work.glob(".events.csv*")) == []
+
+
+def test_evaluate_subprocess_html_has_the_diagrams(work):
+    pytest.importorskip("matplotlib")
+    r = _run("evaluate", "rec", "test.npz", "-o", "report.html", cwd=work)
+    assert r.returncode == 0, r.stderr
+    page = (work / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3      # pooled + two kinds
+    assert "x100" in page
+
+
+def test_evaluate_json_and_text_agree_in_units(work, capsys):
+    from structcal.cli._files import load_batch
+    from structcal.recalibration import evaluate_events
+
+    assert main(["evaluate", str(work / "rec"), str(work / "test.npz"), "-o", str(work / "r.json")]) == 0
+    rep = json.loads((work / "r.json").read_text())
+    assert rep["units"]["l2"] == "x100"
+    rec = io.load(work / "rec")
+    batch = load_batch(work / "test.npz", need_labels=True)
+    out = rec.predict(batch.prediction, batch.labels)
+    want = evaluate_events(out.table, {"raw": out.table.raw, "calibrated": out.forecast})
+    assert rep["results"]["map"]["calibrated"]["l2"] == 100 * want.get("map").l2
+    capsys.readouterr()
+    assert main(["evaluate", str(work / "rec"), str(work / "test.npz")]) == 0
+    text = capsys.readouterr().out
+    assert "x100" in text
+    assert f"{rep['results']['pooled']['calibrated']['l2']:.2f}" in text
+
+
+def test_apply_parquet_without_labels_matches_csv(work):
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert main(["apply", str(work / "rec"), str(work / "new.npz"), "-o", str(work / "n.parquet")]) == 0
+    assert main(["apply", str(work / "rec"), str(work / "new.npz"), "-o", str(work / "n.csv")]) == 0
+    table = pq.read_table(work / "n.parquet").to_pydict()
+    assert list(table) == ["item", "start", "end", "kind", "label", "raw", "calibrated"]
+    with open(work / "n.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["calibrated"]) for r in rows] == table["calibrated"]
+    assert [r["kind"] for r in rows] == table["kind"]
+
+
+def test_kinds_by_name_and_table1_default(work, capsys):
+    spec = "map,marginal,any_label:2,label_at:-1:0,span:0:1-2"
+    assert main(["fit", str(work / "recal.npz"), "-o", str(work / "rk"), "--kinds", spec]) == 0
+    assert "features ['phi_mp2', 'phi_no1', 'phi_no2'] left out" in capsys.readouterr().err
+    rec = io.load(work / "rk")
+    assert [k.name for k in rec.kinds_] == ["map", "marginal", "any_label=2", "label_at[-1]=0",
+                                            "span[0]=1-2"]
+    assert "phi_mp3" in rec.feature_names_["map"] and "map_in_event" in rec.feature_names_["any_label=2"]
+    assert main(["apply", str(work / "rk"), str(work / "test.npz"), "-o", str(work / "k.csv")]) == 0
+    with open(work / "k.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    last = [r for r in rows if r["kind"] == "label_at[-1]=0"]
+    lengths = np.load(work / "test.npz")["lengths"]
+    assert len(last) == len(lengths)
+    assert all(int(r["end"]) == lengths[int(r["item"])] == int(r["start"]) + 1 for r in last)
+    span = [r for r in rows if r["kind"] == "span[0]=1-2"]
+    assert len(span) == (lengths >= 2).sum() and all((r["start"], r["end"]) == ("0", "2") for r in span)
+
+
+def test_lexicon_file(work, capsys):
+    (work / "lex_ids.txt").write_text("0 1\n2\n\n1 1 0\n")
+    (work / "lex_abc.txt").write_text("ab\nc\nbba\n")
+    for extra, name in ((["--lexicon", str(work / "lex_ids.txt")], "rl1"),
+                        (["--lexicon", str(work / "lex_abc.txt"), "--alphabet", "abc"], "rl2")):
+        assert main(["fit", str(work / "recal.npz"), "-o", str(work / name), "--kinds",
+                     "map,in_lexicon", "--features", "table1", *extra]) == 0
+        assert "'phi_mp2'" not in capsys.readouterr().err   # not left out: there is a lexicon
+    a, b = io.load(work / "rl1"), io.load(work / "rl2")
+    assert a.lexicon.n_words == b.lexicon.n_words == 3
+    np.testing.assert_array_equal(a.lexicon.children, b.lexicon.children)
+    assert "phi_mp2" in a.feature_names_["map"]
+    (work / "lex_bad.txt").write_text("0 1\nab\n")
+    for extra, message in (([], "line 2 is not label ids"),
+                           (["--alphabet", "ab"], "--alphabet has 2 characters"),
+                           (["--alphabet", "xyz"], "not in the alphabet")):
+        assert main(["fit", str(work / "recal.npz"), "-o", str(work / "x"), "--lexicon",
+                     str(work / "lex_bad.txt"), *extra]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["fit", str(work / "recal.npz"), "-o", str(work / "x"), "--kinds", "in_lexicon"]) == 2
+    assert "needs --lexicon" in capsys.readouterr().err
+
+
+def test_graph_input_fit_apply(work):
+    _graphs(work / "g_fit.npz", 150, 4)
+    _graphs(work / "g_new.npz", 30, 5)
+    assert main(["fit", str(work / "g_fit.npz"), "-o", str(work / "grec"), "--forecaster", "knn",
+                 "--graph-marginals", "belief_propagation"]) == 0
+    assert io.load(work / "grec").metadata_["inference"] == {"marginal_method": "belief_propagation"}
+    assert main(["apply", str(work / "grec"), str(work / "g_new.npz"), "-o", str(work / "g.csv")]) == 0
+    with open(work / "g.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["kind"] for r in rows} == {"map", "marginal"}
+    # a chain file given to a graph recalibrator: refused, naming both
+    code = main(["apply", str(work / "grec"), str(work / "test.npz"), "-o", str(work / "x.csv")])
+    assert code == 2 and not (work / "x.csv").exists()
+
+
+def _bad_inputs(d):
+    good = _chains(d / "ok.npz", 5, 9)
+    cases = {
+        "missing": ({k: v for k, v in good.items() if k != "unary"}, "missing array `unary`"),
+        "no_labels": ({k: v for k, v in good.items() if k != "labels"}, "missing array `labels`"),
+        "shape": ({**good, "unary": good["unary"][:, :, None]}, "must have shape (n_tokens, K)"),
+        "lengths": ({**good, "lengths": good["lengths"] + 1}, "`lengths` sum to"),
+        "range": ({**good, "labels": np.where(np.arange(len(good["labels"])) == 2, 7, good["labels"])},
+                  "`labels` must lie in 0..2 (K = 3 columns of `unary`); labels[2] = 7"),
+        "transitions": ({**good, "transitions": np.zeros((2, 2))}, "pairwise"),
+        "unknown": ({**good, "label": good["labels"]}, "unknown arrays ['label']"),
+        "float_labels": ({**good, "labels": good["labels"] + 0.5}, "must hold integers"),
+    }
+    for name, (arrays, _) in cases.items():
+        np.savez(d / f"{name}.npz", **arrays)
+    (d / "junk.npz").write_bytes(b"not a zip file")
+    return cases
+
+
+def test_bad_input_files_exit_2_naming_the_file_and_write_nothing(work, capsys):
+    d = work / "bad"
+    d.mkdir()
+    cases = _bad_inputs(d)
+    cases["junk"] = (None, "not a readable .npz file")
+    for name, (_, message) in cases.items():
+        path = d / f"{name}.npz"
+        for argv in (["fit", str(path), "-o", str(d / "m")],
+                     ["evaluate", str(work / "rec"), str(path), "-o", str(d / "r.json")]):
+            assert main(argv) == 2, (name, argv[0])
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and str(path) in err and message in err, (name, err)
+    assert sorted(p.name for p in d.iterdir()) == sorted([f"{n}.npz" for n in cases] + ["ok.npz"])
+
+
+def test_bad_model_files_and_options_exit_2(work, capsys):
+    d = work / "badmodel"
+    d.mkdir()
+    manifest = json.loads((work / "rec.json").read_text())
+    for name, change, message in [
+        ("newer", {"format_version": 9, "structcal_version": "9.9"}, "newer structcal, 9.9"),
+        ("foreign", {"format": "other"}, "not a structcal model manifest"),
+        ("cls", {"class": "ChainCRF", "params": {}}, "holds a ChainCRF, not a StructuredRecalibrator"),
+    ]:
+        changed = {**manifest, **change}
+        if name == "cls":
+            del changed["state"]
+        (d / f"{name}.json").write_text(json.dumps(changed))
+        (d / f"{name}.npz").write_bytes((work / "rec.npz").read_bytes())
+        assert main(["apply", str(d / name), str(work / "test.npz"), "-o", str(d / "o.csv")]) == 2
+        err = capsys.readouterr().err
+        assert str(d / name) in err and message in err, err
+    (d / "trunc.json").write_text(json.dumps(manifest))
+    (d / "trunc.npz").write_bytes((work / "rec.npz").read_bytes()[:500])
+    assert main(["evaluate", str(d / "trunc"), str(work / "test.npz")]) == 2
+    assert "truncated, corrupted" in capsys.readouterr().err
+    for argv, message in [
+        (["fit", str(work / "recal.npz"), "-o", str(d / "m"), "--kinds", "map,foo"], "unknown event kind 'foo'"),
+        (["fit", str(work / "recal.npz"), "-o", str(d / "m"), "--features", "phi_xx"], "unknown features"),
+        (["fit", str(work / "recal.npz"), "-o", str(d / "m"), "--features", "phi_no1,phi_mg2"], "unstructured"),
+        (["apply", str(work / "rec"), str(work / "test.npz"), "-o", str(d / "o.txt")], "unknown output suffix"),
+        (["apply", str(work / "rec"), str(work / "test.npz"), "-o", str(d / "no/o.csv")], "does not exist"),
+    ]:
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert not (d / "o.csv").exists() and not (d / "m.json").exists()
+
+
+def test_bad_input_subprocess_exit_code(work):
+    d = work / "sub"
+    d.mkdir()
+    _bad_inputs(d)
+    r = _run("apply", "../rec", "range.npz", "-o", "out.csv", cwd=d)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().startswith("structcal apply: error: range.npz: `labels` must lie in 0..2")
+    assert not (d / "out.csv").exists()
+
+
+def test_interrupted_apply_leaves_no_partial_output(work, monkeypatch):
+    from structcal.cli import apply
+
+    out = work / "interrupted.csv"
+    out.write_text("previous results\n")
+
+    def write_then_interrupt(cols, path):
+        with open(path, "w") as fh:
+            fh.write("item,start\n0,0\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(apply, "write_csv", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        main(["apply", str(work / "rec"), str(work / "test.npz"), "-o", str(out)])
+    assert out.read_text() == "previous results\n"
+    assert [p.name for p in work.glob(".interrupted.csv*")] == []
+
+
+@pytest.fixture(scope="module")
+def conll(tmp_path_factory):
+    """A small CRFsuite model on shipped WNUT-17 sentences and CoNLL files of others."""
+    pycrfsuite = pytest.importorskip("pycrfsuite")
+    from structcal.datasets import load_wnut17, token_features
+
+    d = tmp_path_factory.mktemp("conll")
+    train = load_wnut17("train").subset(np.arange(300))
+    trainer = pycrfsuite.Trainer(verbose=False)
+    for x, y in zip(token_features(train.sentences), train.tag_strings):
+        trainer.append(x, y)
+    trainer.set_params({"c1": 0.05, "c2": 0.01, "max_iterations": 40})
+    trainer.train(str(d / "ner.crfsuite"))
+    dev = load_wnut17("dev")
+    for name, rows, tagged in (("recal", np.arange(400), True), ("test", np.arange(400, 550), True),
+                               ("new", np.arange(800, 850), False)):
+        part = dev.subset(rows)
+        lines = ["-DOCSTART- O", ""]
+        for sent, tags in zip(part.sentences, part.tag_strings):
+            lines += [f"{w}\t{t}" if tagged else w for w, t in zip(sent, tags)] + [""]
+        (d / f"{name}.conll").write_text("\n".join(lines))
+    return d
+
+
+def test_crfsuite_conll_input(conll, capsys):
+    from structcal.adapters import CRFsuiteModel
+    from structcal.cli._files import read_conll
+    from structcal.datasets import token_features
+
+    d, model = conll, str(conll / "ner.crfsuite")
+    assert main(["fit", str(d / "recal.conll"), "--crfsuite", model, "-o", str(d / "rec"),
+                 "--kinds", "entity,contains_entity,marginal", "--features", "table1"]) == 0
+    rec = io.load(d / "rec")
+    assert [k.name for k in rec.kinds_] == ["entity", "contains_entity", "marginal"]
+    assert rec.metadata_["tag_names"][0] in ("O", "B-corporation")
+    assert main(["apply", str(d / "rec"), str(d / "new.conll"), "--crfsuite", model,
+                 "-o", str(d / "events.csv")]) == 0
+    with open(d / "events.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    # the same events and probabilities as the library on the adapter's potentials
+    from structcal.prediction import StructuredPrediction
+
+    sentences, tags = read_conll(d / "new.conll")
+    assert tags is None and len(sentences) == 50
+    pot = CRFsuiteModel.from_file(model).potentials(token_features(sentences))
+    out = rec.predict(StructuredPrediction(pot))
+    np.testing.assert_array_equal([float(r["calibrated"]) for r in rows], out.forecast)
+    ents = [r for r in rows if r["kind"] == "entity"]
+    for r in ents:   # an entity's tokens and its type
+        item, start, end = int(r["item"]), int(r["start"]), int(r["end"])
+        assert 0 <= start < end <= len(sentences[item])
+        assert r["tag"] in rec.kinds_[0].tag_scheme.types
+    marg = [r for r in rows if r["kind"] == "marginal"]
+    assert all(r["tag"] in rec.metadata_["tag_names"] for r in marg)
+    assert main(["evaluate", str(d / "rec"), str(d / "test.conll"), "--crfsuite", model,
+                 "-o", str(d / "r.json")]) == 0
+    rep = json.loads((d / "r.json").read_text())
+    assert {"pooled", "entity", "contains_entity", "marginal"} <= set(rep["results"])
+    capsys.readouterr()
+    # bad CoNLL input: unknown tags, no tags for evaluate, a chain .npz for this recalibrator
+    (d / "bad.conll").write_text("Hello\tB-nonsense\n\n")
+    assert main(["evaluate", str(d / "rec"), str(d / "bad.conll"), "--crfsuite", model]) == 2
+    assert "tags ['B-nonsense'] are not labels of the CRFsuite model" in capsys.readouterr().err
+    assert main(["evaluate", str(d / "rec"), str(d / "new.conll"), "--crfsuite", model]) == 2
+    assert "no gold tags" in capsys.readouterr().err
+    assert main(["fit", str(d / "recal.conll"), "-o", str(d / "x"), "--crfsuite",
+                 str(d / "recal.conll")]) == 2
+    assert "not a readable CRFsuite model" in capsys.readouterr().err
+    assert main(["fit", str(d / "recal.conll"), "--crfsuite", model, "-o", str(d / "x"),
+                 "--kinds", "contains_entity:nonsense"]) == 2
+    assert "nonsense" in capsys.readouterr().err
