@@ -293,7 +293,7 @@ class _KDTree:
 
 
 def _knn_cross_validate(X, y, grid, cv, rng):
-    """k minimising the ``cv``-fold held-out l2 loss over ``grid``, and the losses.
+    """K minimising the ``cv``-fold held-out l2 loss over ``grid``, and the losses.
 
     Draws the fold assignment from ``rng``; ``X``/``y`` are the standardised events in
     tie order. Ties in loss go to the larger k.
