@@ -34,7 +34,7 @@ __all__ = [
 ROW_SUM_ATOL = 1e-5
 
 #: Outcome dtypes checked and converted in one compiled pass (others take the numpy path).
-_FAST_OUTCOME_DTYPES = (np.dtype(np.bool_), np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float64))
+_FAST_OUTCOME_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float64))
 
 SETTINGS = ("auto", "binary", "class-specific", "class-wise", "confidence")
 
