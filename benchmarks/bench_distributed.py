@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 
-def make_dataset(path, n_tokens, seed=0, K=26):
+def make_dataset(path, n_tokens, seed=0, K=26, per_partition=1250):
     from structcal import ChainPotentials
     from structcal.distributed import write_chain_dataset
 
@@ -42,7 +42,7 @@ def make_dataset(path, n_tokens, seed=0, K=26):
     pot = ChainPotentials.from_scores(unary, lengths, pairwise)
     offs = pot.offsets
     labels = [truth[offs[i]:offs[i + 1]] for i in range(lengths.size)]
-    write_chain_dataset(path, pot, items_per_partition=12_500, labels=labels)
+    write_chain_dataset(path, pot, items_per_partition=per_partition, labels=labels)
     return n, lengths.size
 
 
