@@ -6,6 +6,8 @@ also compiles the Numba kernels) and, with ``--json``, a JSON object.
     python benchmarks/bench_calibration.py            # full sizes: 10^6 forecasts, 10^5 fit
     python benchmarks/bench_calibration.py --json
     python benchmarks/bench_calibration.py --quick    # 10x smaller, a few seconds
+    python benchmarks/bench_calibration.py --cpu --repeats 21 \
+        --match "bincount,uniform bins (legacy),Brier decomposition"   # issue 18 side by side
 
 Targets (issue 6): on 10^6 forecasts the binned estimators < 15 ms, the kernel estimator
 < 60 ms, a 200-resample bootstrap interval < 2 s; SplineCalib fits 10^5 forecasts in < 1 s.
@@ -36,13 +38,13 @@ from structcal.metrics import (  # noqa: E402
 )
 
 
-def median_time(fn, repeats):
+def median_time(fn, repeats, clock=time.perf_counter):
     fn()  # warm-up (compilation, caches)
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return float(np.median(times)), times
 
 
@@ -52,6 +54,10 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="10x smaller inputs")
     ap.add_argument("--repeats", type=int, default=7, help="timed runs per fast item")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cpu", action="store_true",
+                    help="time CPU (process_time) instead of wall-clock: for loaded machines")
+    ap.add_argument("--match", default=None,
+                    help="comma-separated substrings: time only the items whose name has one")
     args = ap.parse_args(argv)
 
     n = 100_000 if args.quick else 1_000_000
@@ -82,6 +88,8 @@ def main(argv=None):
          lambda: binned_calibration_error(y, p, strategy="quantile", mapping="convex"), n,
          None, args.repeats),
         ("debiased L2 error, 15 equal-mass bins", lambda: debiased_calibration_error(y, p), n,
+         None, args.repeats),
+        ("numpy bincount Brier decomposition (reference)", lambda: _bincount_brier(y, p, 10), n,
          None, args.repeats),
         ("Brier decomposition, 10 buckets", lambda: brier_decomposition(y, p), n, 0.015,
          args.repeats),
@@ -114,9 +122,13 @@ def main(argv=None):
     except ImportError:  # pragma: no cover - scikit-learn is a dependency
         pass
 
+    if args.match:
+        keys = args.match.split(",")
+        items = [it for it in items if any(k in it[0] for k in keys)]
+    clock = time.process_time if args.cpu else time.perf_counter
     rows = []
     for name, fn, size, target, repeats in items:
-        med, times = median_time(fn, repeats)
+        med, times = median_time(fn, repeats, clock)
         rows.append({
             "name": name,
             "n": size,
@@ -136,7 +148,8 @@ def main(argv=None):
     if args.json:
         print(json.dumps({"info": info, "timings": rows}, indent=2))
         return
-    print(f"structcal calibration timings ({'quick' if args.quick else 'full'} sizes; "
+    print(f"structcal calibration timings ({'CPU' if args.cpu else 'wall-clock'}; "
+          f"{'quick' if args.quick else 'full'} sizes; "
           f"{info['cpus']} CPUs, load average {info['load_average']})")
     print(f"{'item':76s} {'n':>9s} {'median':>10s} {'target':>8s}  ok")
     for r in rows:
@@ -157,6 +170,19 @@ def _bincount_ece(y, p, n_bins):
     sy = np.bincount(b, weights=y, minlength=n_bins)
     nz = cnt > 0
     return float(np.sum(np.abs(sy[nz] - sp[nz])) / len(p))
+
+
+def _bincount_brier(y, p, n_bins):
+    """The textbook numpy Brier decomposition (reliability, resolution, uncertainty)."""
+    b = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
+    cnt = np.bincount(b, minlength=n_bins)
+    sp = np.bincount(b, weights=p, minlength=n_bins)
+    sy = np.bincount(b, weights=y, minlength=n_bins)
+    nz = cnt > 0
+    ybar = y.mean()
+    rel = np.sum((sp[nz] - sy[nz]) ** 2 / cnt[nz]) / len(p)
+    res = np.sum((sy[nz] / cnt[nz] - ybar) ** 2 * cnt[nz]) / len(p)
+    return float(np.mean((p - y) ** 2)), rel, res, ybar * (1 - ybar)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._knn import knn_batch
+from ._knn import build_kdtree, cv_losses, n_tree_levels, neighbour_means
 from ._validation import check_random_state
 from .io import SaveLoadMixin
 
@@ -127,34 +127,56 @@ class KNNRegionForecaster(_BinaryForecaster):
     scale : bool, default=True
         Standardise features (zero mean, unit variance; constant features left as they
         are) before measuring distances.
+    cv_max_samples : int or None, default=20000
+        Above this many events, ``k`` is chosen on a seeded random subsample of
+        ``cv_max_samples`` events and rescaled to the full data by the k-NN rate
+        ``k ~ n^(4/(d+4))`` (``d`` features); see Notes. ``None``: always cross-validate
+        on all events.
     random_state : int, Generator or None, default=None
-        Seeds the fold assignment and the order in which tied neighbours are taken.
+        Seeds the fold assignment, the subsample and the order in which tied neighbours
+        are taken.
 
     Attributes
     ----------
     n_neighbors_ : int
         The ``k`` used.
     cv_results_ : dict or None
-        ``{"k": grid, "l2": mean held-out l2 loss per k}`` when ``n_neighbors='cv'``.
+        ``{"k": grid, "l2": mean held-out l2 loss per k}`` when ``n_neighbors='cv'``
+        (on the subsample when one was used).
+    cv_subsample_ : dict or None
+        ``{"n_samples": m, "k": k chosen on the subsample, "rate": 4/(d+4)}`` when k was
+        chosen on a subsample, else None.
     mean_, scale_ : ndarray of shape (n_features,)
-        The standardisation of the features.
+        The standardisation.
     X_fit_ : ndarray of shape (n_samples, n_features)
-        The standardised training events (in a seeded random order: ties in distance go
-        to the earlier one).
+        The standardised events, in tie order (row ``i`` wins ties against row ``j > i``).
     y_fit_ : ndarray of shape (n_samples,)
-        Their outcomes (0/1).
+        Their outcomes as 0/1.
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
 
     Notes
     -----
-    Cross-validation needs one neighbour query: each event's nearest events are found
-    once among *all* events (enough of them to leave ``max(k_grid)`` outside the event's
-    own fold), those of its own fold are dropped, and the held-out forecast for every
-    ``k`` is read off the cumulative sums of the neighbours' outcomes. This gives exactly
-    the forecasts of ``cv`` separate fits at every ``k``, at the cost of a single query.
-    Neighbours are exact (brute force in a Numba kernel); ties in distance are broken by
-    a random (seeded) order of the training events.
+    Neighbours are exact, found with a KD-tree (:mod:`structcal._knn`, built in ``fit``
+    and rebuilt from ``X_fit_`` when missing, e.g. after loading; it is not fitted
+    state). Ties in distance go to the event with the lower row in ``X_fit_``, a
+    seeded random order of the training events: the results are those of a brute-force
+    scan with a stable sort.
+
+    Cross-validation runs one tree query per event: its ``max(k_grid)`` nearest events
+    *outside its own fold*, in order, whose running mean of outcomes is the held-out
+    forecast for every ``k`` at once. These are exactly the forecasts of ``cv``
+    separate fits. Losses are accumulated query by query, so memory does not grow with
+    ``n * max(k_grid)``; time is about ``n * max(k_grid) * log(n)``.
+
+    At large ``n`` even that is slow (every event touches ~500 neighbours), so above
+    ``cv_max_samples`` events ``k`` is chosen on a seeded subsample of ``m`` events and
+    rescaled as ``k_n = round(k_m * (n/m)^(4/(d+4)))`` — the rate at which the
+    mean-squared-error-optimal ``k`` grows for a twice-differentiable calibration map in
+    ``d`` dimensions. The rescaled ``k`` may exceed ``max(k_grid)``. The held-out Brier
+    score of this choice stays within noise of the exact choice on the benchmarks
+    (``benchmarks/bench_forecasters.py``). Fitting then costs a subsample CV plus an
+    ``n log n`` tree build; predicting costs ``O(k log n)`` per event.
 
     References
     ----------
@@ -173,11 +195,15 @@ class KNNRegionForecaster(_BinaryForecaster):
     (True, True)
     """
 
-    def __init__(self, n_neighbors="cv", *, k_grid=PAPER_GRID, cv=10, scale=True, random_state=None):
+    def __init__(
+        self, n_neighbors="cv", *, k_grid=PAPER_GRID, cv=10, scale=True, cv_max_samples=20_000,
+        random_state=None,
+    ):
         self.n_neighbors = n_neighbors
         self.k_grid = k_grid
         self.cv = cv
         self.scale = scale
+        self.cv_max_samples = cv_max_samples
         self.random_state = random_state
 
     def fit(self, X, y):
@@ -186,77 +212,102 @@ class KNNRegionForecaster(_BinaryForecaster):
         grid = _check_grid(self.k_grid, "k_grid")
         if isinstance(self.cv, (bool, np.bool_)) or not isinstance(self.cv, numbers.Integral) or self.cv < 2:
             raise ValueError(f"`cv` must be an integer >= 2; got {self.cv!r}")
+        sub = self.cv_max_samples
+        if sub is not None and (
+            isinstance(sub, (bool, np.bool_)) or not isinstance(sub, numbers.Integral) or sub < 2
+        ):
+            raise ValueError(f"`cv_max_samples` must be None or an integer >= 2; got {sub!r}")
         X, y01 = self._fit_targets(X, y)
         rng = check_random_state(self.random_state)
         n = X.shape[0]
         self.mean_ = X.mean(axis=0) if self.scale else np.zeros(X.shape[1])
         std = X.std(axis=0) if self.scale else np.ones(X.shape[1])
         self.scale_ = np.where(std > 0, std, 1.0)
-        order = rng.permutation(n)  # random tie-breaking among equidistant events
+        order = rng.permutation(n)  # tie order: equidistant events are taken by row here
         self.X_fit_ = np.ascontiguousarray((X[order] - self.mean_) / self.scale_)
         self.y_fit_ = y01[order]
         self.cv_results_ = None
-        if choice == "cv":
-            cv = min(int(self.cv), n) if n >= 2 else 2
-            if n < 2:
-                self.n_neighbors_ = 1
-            else:
-                self.n_neighbors_, self.cv_results_ = self._cross_validate(grid, cv, rng)
-        else:
+        self.cv_subsample_ = None
+        if choice != "cv":
             self.n_neighbors_ = int(min(choice, n))
+        elif n < 2:
+            self.n_neighbors_ = 1
+        elif sub is None or n <= sub:
+            self.n_neighbors_, self.cv_results_ = _knn_cross_validate(
+                self.X_fit_, self.y_fit_, grid, min(int(self.cv), n), rng
+            )
+        else:
+            # choose k on a seeded subsample of m events, then rescale k ~ n^(4/(d+4))
+            rows = np.sort(rng.choice(n, size=int(sub), replace=False))
+            k_sub, self.cv_results_ = _knn_cross_validate(
+                self.X_fit_[rows], self.y_fit_[rows], grid, int(self.cv), rng
+            )
+            rate = 4.0 / (X.shape[1] + 4.0)
+            self.n_neighbors_ = int(min(n, max(1, round(k_sub * (n / sub) ** rate))))
+            self.cv_subsample_ = {"n_samples": int(sub), "k": k_sub, "rate": rate}
+        self._index = _KDTree(self.X_fit_, self.y_fit_)
         return self
 
-    def _reference_t(self):
-        """Return the standardised training events transposed (built once, not saved)."""
-        cache = getattr(self, "_cache_t", None)
-        if cache is None or cache[0] is not self.X_fit_:
-            cache = (self.X_fit_, np.ascontiguousarray(self.X_fit_.T))
-            self._cache_t = cache
-        return cache[1]
-
-    def _neighbors(self, Xq, k):
-        n_ref = self.X_fit_.shape[0]
-        k = int(min(k, n_ref))
-        idx = np.empty((Xq.shape[0], k), dtype=np.int64)
-        dist = np.empty((Xq.shape[0], k))
-        knn_batch(
-            np.ascontiguousarray(Xq), self._reference_t(), k, 32, idx, dist,
-            work=Xq.shape[0] * n_ref * max(Xq.shape[1], 1) // 64,
-        )
-        return idx
-
-    def _cross_validate(self, grid, cv, rng):
-        n = self.X_fit_.shape[0]
-        folds = rng.permutation(n) % cv
-        fold_size = np.bincount(folds, minlength=cv)
-        k_max = int(min(grid.max(), n - fold_size.max()))
-        grid = grid[grid <= k_max]
-        if grid.size == 0:
-            grid = np.array([max(k_max, 1)])
-            k_max = int(grid[0])
-        # enough neighbours that k_max of them lie outside the query's fold (re-query the rest)
-        k_query = int(min(n, np.ceil(k_max * cv / (cv - 1) * 1.1) + 2 * cv + 1))
-        idx = self._neighbors(self.X_fit_, k_query)
-        valid = folds[idx] != folds[:, None]
-        short = np.flatnonzero(valid.sum(axis=1) < k_max)
-        first = np.argsort(~valid, axis=1, kind="stable")[:, :k_max]
-        nb = np.take_along_axis(idx, first, axis=1)
-        if short.size:
-            idx_s = self._neighbors(self.X_fit_[short], n)
-            valid_s = folds[idx_s] != folds[short][:, None]
-            nb[short] = np.take_along_axis(
-                idx_s, np.argsort(~valid_s, axis=1, kind="stable")[:, :k_max], axis=1
-            )
-        cum = np.cumsum(self.y_fit_[nb], axis=1)
-        forecasts = cum[:, grid - 1] / grid
-        loss = ((forecasts - self.y_fit_[:, None]) ** 2).mean(axis=0)
-        best = int(np.flatnonzero(loss <= loss.min() + 1e-15)[-1])  # ties: the larger k
-        return int(grid[best]), {"k": grid, "l2": loss}
+    def _tree(self):
+        """Return the KD-tree over ``X_fit_``, built if missing (derived state, not saved)."""
+        index = getattr(self, "_index", None)
+        if index is None or index.X_fit is not self.X_fit_:
+            index = self._index = _KDTree(self.X_fit_, self.y_fit_)
+        return index
 
     def _positive_probability(self, X):
-        Xs = (X - self.mean_) / self.scale_
-        idx = self._neighbors(Xs, self.n_neighbors_)
-        return self.y_fit_[idx].mean(axis=1)
+        Xs = np.ascontiguousarray((X - self.mean_) / self.scale_)
+        return self._tree().neighbour_means(Xs, self.n_neighbors_)
+
+
+class _KDTree:
+    """Derived, unsaved state of a fitted k-NN forecaster: the tree and data in tree order."""
+
+    def __init__(self, X, y, fold=None):
+        self.X_fit = X
+        n = X.shape[0]
+        perm, self.start, self.end, self.lower, self.upper = build_kdtree(X, n_tree_levels(n))
+        self.key = perm
+        self.XT = np.ascontiguousarray(X[perm].T)
+        self.yr = np.ascontiguousarray(y[perm])
+        self.fold = None if fold is None else np.ascontiguousarray(fold[perm])
+
+    def neighbour_means(self, Xq, k):
+        """Mean outcome of the ``k`` nearest fitted events of each row of ``Xq``."""
+        k = int(min(k, self.XT.shape[1]))
+        out = np.empty(Xq.shape[0])
+        neighbour_means(
+            Xq, k, self.XT, self.yr, self.key, self.start, self.end, self.lower, self.upper, out,
+            work=Xq.shape[0] * k // 8,
+        )
+        return out
+
+    def cv_losses(self, grid, chunk=512):
+        """Per-k held-out squared loss summed over all events (see ``_knn.cv_losses``)."""
+        n = self.XT.shape[1]
+        out = np.empty(((n + chunk - 1) // chunk, grid.shape[0]))
+        cv_losses(
+            self.XT, self.yr, self.key, self.fold, self.start, self.end, self.lower, self.upper,
+            grid, chunk, out, work=n * int(grid[-1]) // 8,
+        )
+        return out.sum(axis=0)
+
+
+def _knn_cross_validate(X, y, grid, cv, rng):
+    """K minimising the ``cv``-fold held-out l2 loss over ``grid``, and the losses.
+
+    Draws the fold assignment from ``rng``; ``X``/``y`` are the standardised events in
+    tie order. Ties in loss go to the larger k.
+    """
+    n = X.shape[0]
+    folds = rng.permutation(n) % cv
+    k_max = int(min(grid.max(), n - np.bincount(folds, minlength=cv).max()))
+    grid = grid[grid <= k_max]
+    if grid.size == 0:
+        grid = np.array([max(k_max, 1)], dtype=np.int64)
+    loss = _KDTree(X, y, folds).cv_losses(np.ascontiguousarray(grid, dtype=np.int64)) / n
+    best = int(np.flatnonzero(loss <= loss.min() + 1e-15)[-1])
+    return int(grid[best]), {"k": grid, "l2": loss}
 
 
 class TreeRegionForecaster(_BinaryForecaster):
@@ -284,8 +335,16 @@ class TreeRegionForecaster(_BinaryForecaster):
     ----------
     min_samples_leaf_ : int
         The leaf size used.
-    tree_ : sklearn.tree.DecisionTreeRegressor
-        The fitted tree.
+    grown_min_samples_leaf_ : int
+        The leaf size the tree was grown with (``min(leaf_grid)`` under CV, else
+        ``min_samples_leaf_``); see Notes.
+    tree_children_ : ndarray of shape (n_nodes, 2)
+        Left and right child of each node (-1, -1 at leaves, including pruned nodes).
+    tree_feature_, tree_threshold_ : ndarray of shape (n_nodes,)
+        Split of each internal node: left if ``x[feature] <= threshold`` (features
+        compared in float32, as scikit-learn does).
+    tree_value_ : ndarray of shape (n_nodes,)
+        Mean outcome of the training events in each node.
     cv_results_ : dict or None
         ``{"min_samples_leaf": grid, "l2": mean held-out l2 loss}`` when cross-validated.
     classes_ : ndarray of shape (n_classes,)
@@ -293,10 +352,18 @@ class TreeRegionForecaster(_BinaryForecaster):
 
     Notes
     -----
-    Unlike k-NN, each leaf size needs its own fits (``len(leaf_grid) * cv`` trees), which
-    is quick for a few thousand events or a few features and takes tens of seconds for
-    tens of thousands of events with many features. Trees suit categorical features
-    (the paper found them better than k-NN there).
+    Cross-validation grows **one tree per fold** and evaluates every leaf size on it by
+    pruning. The forecaster for leaf size ``m`` is defined as follows: grow the
+    scikit-learn regression tree with ``min_samples_leaf = m0 = min(leaf_grid)``, then,
+    from the root down, make a leaf of every node whose split leaves fewer than ``m``
+    training events on either side; its forecast is the mean outcome of its training
+    events. Every leaf keeps at least ``m`` events, as with ``min_samples_leaf=m``. For
+    ``m = m0`` this *is* scikit-learn's tree; for larger ``m`` it can differ from a tree
+    refit with ``min_samples_leaf=m``, which may choose a different split where the best
+    unconstrained one is too unbalanced (there the pruned tree stops, the refit tree
+    splits elsewhere). The final forecaster is this pruned tree on all events at the
+    chosen ``m``. Cost: ``cv + 1`` tree fits instead of ``cv * len(leaf_grid) + 1``.
+    Trees suit categorical features (the paper found them better than k-NN there).
 
     Examples
     --------
@@ -317,8 +384,9 @@ class TreeRegionForecaster(_BinaryForecaster):
         self.max_depth = max_depth
         self.random_state = random_state
 
-    def _tree(self, m, seed):
-        return DecisionTreeRegressor(min_samples_leaf=int(m), max_depth=self.max_depth, random_state=seed)
+    def _grow(self, X, y, m, seed):
+        tree = DecisionTreeRegressor(min_samples_leaf=int(m), max_depth=self.max_depth, random_state=seed)
+        return _TreeArrays(tree.fit(X, y).tree_)
 
     def fit(self, X, y):
         """Fit on event features ``X`` and outcomes ``y`` (choosing the leaf size if ``'cv'``)."""
@@ -338,19 +406,93 @@ class TreeRegionForecaster(_BinaryForecaster):
             grid = grid[grid <= max(smallest_train // 2, 1)]
             if grid.size == 0:
                 grid = np.array([1])
+            grown = int(grid[0])
             loss = np.zeros(grid.shape[0])
             for train, test in folds.split(X):
-                for g, m in enumerate(grid):
-                    tree = self._tree(m, seed).fit(X[train], y01[train])
-                    loss[g] += ((tree.predict(X[test]) - y01[test]) ** 2).sum()
+                tree = self._grow(X[train], y01[train], grown, seed)
+                loss += tree.pruned_losses(X[test], y01[test], grid)
             loss /= n
             best = int(np.flatnonzero(loss <= loss.min() + 1e-15)[-1])  # ties: larger leaves
             self.min_samples_leaf_ = int(grid[best])
             self.cv_results_ = {"min_samples_leaf": grid, "l2": loss}
         else:
-            self.min_samples_leaf_ = 1 if choice == "cv" else int(min(choice, n))
-        self.tree_ = self._tree(self.min_samples_leaf_, seed).fit(X, y01)
+            self.min_samples_leaf_ = grown = 1 if choice == "cv" else int(min(choice, n))
+        self.grown_min_samples_leaf_ = grown
+        tree = self._grow(X, y01, grown, seed).pruned(self.min_samples_leaf_)
+        self.tree_children_, self.tree_feature_ = tree.children, tree.feature
+        self.tree_threshold_, self.tree_value_ = tree.threshold, tree.value
         return self
 
     def _positive_probability(self, X):
-        return np.clip(self.tree_.predict(X), 0.0, 1.0)
+        tree = _TreeArrays.from_arrays(
+            self.tree_children_, self.tree_feature_, self.tree_threshold_, self.tree_value_
+        )
+        return np.clip(tree.predict(X), 0.0, 1.0)
+
+
+class _TreeArrays:
+    """A regression tree as plain arrays, with pruning by minimum leaf size."""
+
+    def __init__(self, sk_tree):
+        self.children = np.column_stack([sk_tree.children_left, sk_tree.children_right]).astype(np.int64)
+        self.feature = sk_tree.feature.astype(np.int64)
+        self.threshold = sk_tree.threshold.astype(np.float64)
+        self.value = sk_tree.value[:, 0, 0].astype(np.float64)
+        counts = sk_tree.n_node_samples
+        internal = self.children[:, 0] >= 0
+        # smaller side of each split (0 at leaves): the split survives leaf sizes <= this
+        self.smaller_side = np.where(
+            internal, np.minimum(counts[self.children[:, 0]], counts[self.children[:, 1]]), 0
+        )
+
+    @classmethod
+    def from_arrays(cls, children, feature, threshold, value):
+        tree = cls.__new__(cls)
+        tree.children, tree.feature, tree.threshold, tree.value = children, feature, threshold, value
+        return tree
+
+    def _paths(self, X):
+        """Yield (sample rows, their node) level by level from the root to the leaves."""
+        Xf = np.asarray(X, dtype=np.float32)  # scikit-learn compares in float32
+        rows = np.arange(X.shape[0])
+        node = np.zeros(X.shape[0], dtype=np.int64)
+        while rows.size:
+            yield rows, node
+            left = self.children[node, 0]
+            inner = left >= 0
+            rows, node = rows[inner], node[inner]
+            go_left = Xf[rows, self.feature[node]] <= self.threshold[node]
+            node = np.where(go_left, self.children[node, 0], self.children[node, 1])
+
+    def predict(self, X):
+        """Forecast of each row of ``X``: the value of its leaf."""
+        out = np.empty(X.shape[0])
+        for rows, node in self._paths(X):
+            leaf = self.children[node, 0] < 0
+            out[rows[leaf]] = self.value[node[leaf]]
+        return out
+
+    def pruned(self, m):
+        """The tree with every split leaving fewer than ``m`` events on a side removed."""
+        children = self.children.copy()
+        children[self.smaller_side < m] = -1
+        return _TreeArrays.from_arrays(children, self.feature, self.threshold, self.value)
+
+    def pruned_losses(self, X, y, grid):
+        """Sum of squared errors on ``(X, y)`` of :meth:`pruned` at every ``m`` in ``grid``.
+
+        One pass down the tree: a node reached with ancestors' smallest split side ``g``
+        is where the forecast stops for ``smaller_side < m <= g``.
+        """
+        diff = np.zeros(grid.shape[0] + 1)
+        reach = np.full(X.shape[0], np.iinfo(np.int64).max)
+        for rows, node in self._paths(X):
+            err = (self.value[node] - y[rows]) ** 2
+            lo = np.searchsorted(grid, self.smaller_side[node], side="right")
+            hi = np.searchsorted(grid, reach[rows], side="right")
+            stops = lo < hi  # else this node splits for every m that reaches it
+            diff += np.bincount(lo[stops], weights=err[stops], minlength=diff.shape[0])
+            diff -= np.bincount(hi[stops], weights=err[stops], minlength=diff.shape[0])
+            inner = self.children[node, 0] >= 0
+            reach[rows[inner]] = np.minimum(reach[rows[inner]], self.smaller_side[node[inner]])
+        return np.cumsum(diff)[:-1]

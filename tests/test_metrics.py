@@ -676,3 +676,27 @@ def test_residual_smoothing_has_no_smoothing_bias_on_calibrated_data():
     labels = kde_calibration_error(y, p, smoothing="labels", bandwidth=0.05).ece
     residual = kde_calibration_error(y, p, bandwidth=0.05).ece
     assert residual < 0.004 < 0.01 < labels
+
+
+@pytest.mark.parametrize("dtype", [bool, np.int32, np.int64, np.float64, np.int8])
+def test_one_pass_input_checks_agree_with_the_numpy_path(dtype):
+    """The compiled fast path (contiguous float64 forecasts, common outcome dtypes) gives
+    the results of list input (numpy path) and the same errors."""
+    from structcal.metrics import binned_calibration_error, brier_decomposition
+
+    rng = np.random.default_rng(0)
+    p = rng.random(500)
+    y = (rng.random(500) < p).astype(dtype)
+    a, b = binned_calibration_error(y, p), binned_calibration_error(y.tolist(), p.tolist())
+    assert (a.estimate, a.max_error) == (b.estimate, b.max_error)
+    a, b = brier_decomposition(y, p), brier_decomposition(y.tolist(), p.tolist())
+    assert (a.brier, a.reliability, a.resolution) == (b.brier, b.reliability, b.resolution)
+    for bad, what in [(np.nan, "NaN"), (1.5, r"\[0, 1\]"), (-0.0001, r"\[0, 1\]")]:
+        q = p.copy()
+        q[7] = bad
+        with pytest.raises(ValueError, match=what):
+            binned_calibration_error(y, q)
+    yb = y.astype(np.float64)
+    yb[3] = 0.5
+    with pytest.raises(ValueError, match=r"binary outcomes 0/1; got .*0\.5.* at index 3"):
+        brier_decomposition(yb, p)

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._validation import as_float_array, check_int, check_option, describe
 from ..exceptions import ParameterError, ParameterTypeError
+from . import _kernels
 
 __all__ = [
     "SparseBinsWarning",
@@ -31,6 +32,9 @@ __all__ = [
 
 #: Rows of a probability matrix must sum to one within this absolute tolerance.
 ROW_SUM_ATOL = 1e-5
+
+#: Outcome dtypes checked and converted in one compiled pass (others take the numpy path).
+_FAST_OUTCOME_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float64))
 
 SETTINGS = ("auto", "binary", "class-specific", "class-wise", "confidence")
 
@@ -54,6 +58,10 @@ def check_binary_outcomes(y_true, name: str = "y_true", *, n: int | None = None)
         raise ParameterTypeError(
             f"`{name}` must hold binary outcomes (bool, or 0/1 numbers); got {describe(arr)}"
         )
+    if arr.ndim == 1 and arr.dtype in _FAST_OUTCOME_DTYPES and (n is None or arr.shape[0] == n):
+        out = np.empty(arr.shape[0])
+        if _kernels.binary_as_float(arr, out):  # one pass; else the checks below say why
+            return out
     out = as_float_array(arr, name, ndim=1)
     if n is not None and out.shape[0] != n:
         raise ParameterError(
@@ -70,6 +78,11 @@ def check_binary_outcomes(y_true, name: str = "y_true", *, n: int | None = None)
 
 def check_probabilities(y_prob, name: str = "y_prob") -> np.ndarray:
     """Return forecasts as float64: (n,) probabilities or (n, K) rows on the simplex."""
+    if (
+        isinstance(y_prob, np.ndarray) and y_prob.dtype == np.float64 and y_prob.ndim == 1
+        and y_prob.size and y_prob.flags.c_contiguous and _kernels.all_probabilities(y_prob)
+    ):
+        return y_prob  # one pass; else the checks below say what is wrong
     arr = as_float_array(y_prob, name, allow_empty=False)
     if arr.ndim not in (1, 2):
         raise ParameterError(

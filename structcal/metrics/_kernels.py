@@ -447,3 +447,27 @@ def bootstrap_kde_histograms(
             moments[r, 0] = a
             moments[r, 1] = b
             moments[r, 2] = m2
+
+
+@kernel
+def all_probabilities(p):
+    """Whether every entry of the 1-d float array ``p`` lies in [0, 1] (NaN does not).
+
+    One pass, for the input checks' fast path; the slow path finds and names the culprit.
+    """
+    ok = True
+    for i in range(p.shape[0]):
+        v = p[i]
+        ok &= (v >= 0.0) & (v <= 1.0)
+    return ok
+
+
+@kernel
+def binary_as_float(y, out):
+    """Copy 1-d ``y`` into float64 ``out``; return whether every entry is 0 or 1."""
+    ok = True
+    for i in range(y.shape[0]):
+        v = np.float64(y[i])
+        out[i] = v
+        ok &= (v == 0.0) | (v == 1.0)
+    return ok
