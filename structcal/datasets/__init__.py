@@ -1,11 +1,14 @@
 """Datasets shipped with structcal, and generators of synthetic problems."""
 
+from .bbbc039 import BBBC039_SPLITS, BBBC039Nuclei, load_bbbc039
 from .graphs import GraphDataset, grid_edges, make_superpixel_scenes
 from .ocr import OCR_ALPHABET, OCR_SPLITS, OCRWords, load_ocr
 from .scene import SCENE_LABELS, SceneMultilabel, load_scene
 from .snakes import SNAKES_COLOURS, SnakesGrids, load_snakes
 
 __all__ = [
+    "BBBC039_SPLITS",
+    "BBBC039Nuclei",
     "GraphDataset",
     "OCR_ALPHABET",
     "OCR_SPLITS",
@@ -15,6 +18,7 @@ __all__ = [
     "SceneMultilabel",
     "SnakesGrids",
     "grid_edges",
+    "load_bbbc039",
     "load_ocr",
     "load_scene",
     "load_snakes",
