@@ -28,6 +28,7 @@ _LAZY = {
     "InLexicon": "events",
     "AnyLabel": "events",
     "Predicate": "events",
+    "EntitySpans": "events",
     "Lexicon": "events",
     "KNNRegionForecaster": "forecasters",
     "TreeRegionForecaster": "forecasters",
@@ -46,6 +47,7 @@ _LAZY = {
     "load_ocr": "datasets",
     "load_scene": "datasets",
     "load_snakes": "datasets",
+    "load_wnut17": "datasets",
 }
 
 __all__ = [

@@ -6,6 +6,10 @@ forecaster turns into a calibrated probability. Every feature declares
 - its *scope*: ``"item"`` features describe per-input events (the MAP event, lexicon
   events, predicates; the paper's MAP-recalibration features) and ``"node"`` features
   describe per-position events (the marginal events; the marginal-recalibration features);
+- events covering a set of nodes (entities, segmented objects; scope ``"set"``, and
+  ``"span"`` for contiguous sets of a chain) are described by the ``set_*`` features
+  (reductions of per-node quantities over the set's members), the ``span_*`` features for
+  spans, and every ``"item"`` feature of their input;
 - the inference it *needs*: nothing (``"none"``), MAP-based results (``"map"``: MAP,
   2-best, pseudo-marginals) and/or marginals (``"marginals"``). Features only read what they
   declared from the :class:`~structcal.StructuredPrediction`, which computes each result the
@@ -68,6 +72,14 @@ MAP_MARGIN_CAP = 100.0
 
 _NEEDS = frozenset({"map", "marginals"})
 
+#: For events of each scope, the scopes of the features that describe them.
+SCOPES = {
+    "item": ("item",),
+    "node": ("node",),
+    "set": ("set", "item"),
+    "span": ("span", "set", "item"),
+}
+
 
 @dataclass(frozen=True)
 class Feature:
@@ -77,8 +89,8 @@ class Feature:
     ----------
     name : str
         Unique name (the paper's features are ``phi_no1`` ... ``phi_mg3``).
-    scope : {'item', 'node'}
-        Which events it describes.
+    scope : {'item', 'node', 'set', 'span'}
+        Which events it describes (see :data:`SCOPES`).
     needs : frozenset of {'map', 'marginals'}
         The inference results it reads (empty: none).
     func : callable
@@ -161,8 +173,9 @@ def register_feature(
     ----------
     name : str
         Name used to select the feature in :func:`~structcal.events.build_events`.
-    scope : {'item', 'node'}
-        Describes per-input or per-position events.
+    scope : {'item', 'node', 'set', 'span'}
+        Describes per-input, per-position, node-set or span events (item features also
+        describe node-set and span events; set features also span events).
     needs : iterable of {'map', 'marginals'}, default=()
         Inference results the function reads from ``ctx.pred``.
     columns : callable, optional
@@ -187,8 +200,8 @@ def register_feature(
     ...     first = ctx.pred.item_offsets[:-1][ctx.events.item]
     ...     return (ctx.pred.map_labels[first] == 0).astype(float)
     """
-    if scope not in ("item", "node"):
-        raise ParameterError(f"`scope` must be 'item' or 'node'; got {scope!r}")
+    if scope not in SCOPES:
+        raise ParameterError(f"`scope` must be one of {sorted(SCOPES)}; got {scope!r}")
     needs = frozenset(needs)
     if not needs <= _NEEDS:
         raise ParameterError(f"`needs` must be a subset of {sorted(_NEEDS)}; got {sorted(needs)}")
@@ -272,7 +285,7 @@ def _map_in_event(ctx):
     return ctx.kind.map_in_event(ctx.pred, ctx.events).astype(np.float64)
 
 
-for _scope in ("item", "node"):
+for _scope in SCOPES:
     _REGISTRY[f"raw@{_scope}"] = Feature(
         "raw", _scope, frozenset({"marginals"}), _raw,
         description="the model's own probability of the event",
@@ -395,6 +408,73 @@ for _name in list(_REGISTRY):
         _ALIASES["φ" + _name[4:]] = _name
         _ALIASES[_name[4:]] = _name
 
+# --------------------------------------------------------------------------- node-set events
+
+
+def _set_reduce(ctx, key, per_node_fn, op, labels=False):
+    from .events.nodesets import member_values, segment_reduce
+
+    values = ctx.memo(("members", key), lambda: member_values(ctx.events, per_node_fn(), labels))
+    return segment_reduce(values, ctx.events.member_offsets, op, empty=1.0)
+
+
+def _class_columns(ctx):
+    names = getattr(ctx.kind, "class_names", None)
+    if names is None:
+        return [str(a) for a in range(ctx.pred.n_states)]
+    return [str(n) for n in names]
+
+
+@register_feature("set_size", scope="set", description="number of nodes in the event's set")
+def _set_size(ctx):
+    return np.diff(ctx.events.member_offsets).astype(np.float64)
+
+
+@register_feature("set_class", scope="set", columns=_class_columns,
+                  description="one indicator per class (entity type, object label)")
+def _set_class(ctx):
+    n = len(_class_columns(ctx))
+    return (ctx.events.label[:, None] == np.arange(n)[None, :]).astype(np.float64)
+
+
+@register_feature("set_min_marginal", scope="set", needs=["marginals"],
+                  description="min over the set of p(y_j = target_j | x)")
+def _set_min_marginal(ctx):
+    return _set_reduce(ctx, "marginal", lambda: ctx.pred.marginals, "min", labels=True)
+
+
+@register_feature("set_mean_marginal", scope="set", needs=["marginals"],
+                  description="mean over the set of p(y_j = target_j | x)")
+def _set_mean_marginal(ctx):
+    return _set_reduce(ctx, "marginal", lambda: ctx.pred.marginals, "mean", labels=True)
+
+
+@register_feature("set_prod_marginal", scope="set", needs=["marginals"],
+                  description="product over the set of p(y_j = target_j | x) (the naive estimate)")
+def _set_prod_marginal(ctx):
+    return _set_reduce(ctx, "marginal", lambda: ctx.pred.marginals, "prod", labels=True)
+
+
+@register_feature("set_min_pseudo_margin", scope="set", needs=["map"],
+                  description="min over the set of the pseudomargin (phi_mp7)")
+def _set_min_pseudo_margin(ctx):
+    per_node = lambda: _node_margins(ctx, "pseudo_margin", lambda: ctx.pred.pseudo_marginals)  # noqa: E731
+    return _set_reduce(ctx, "pseudo_margin", per_node, "min")
+
+
+@register_feature("set_min_marginal_margin", scope="set", needs=["marginals"],
+                  description="min over the set of the marginal margin (phi_mg2)")
+def _set_min_marginal_margin(ctx):
+    return _set_reduce(ctx, "marginal_margin", lambda: _marginal_margins(ctx), "min")
+
+
+@register_feature("span_boundary", scope="span", needs=["marginals"],
+                  columns=lambda ctx: ["start", "end"],
+                  description="exact probability that the span's left / right boundary holds")
+def _span_boundary(ctx):
+    return ctx.memo("span_boundary", lambda: ctx.kind.boundary_probabilities(ctx.pred, ctx.events))
+
+
 #: Feature groups of the paper's Figure 3 (and "all" = every Table 1 feature of a scope).
 FEATURE_GROUPS = {
     "item": {
@@ -412,6 +492,15 @@ FEATURE_GROUPS = {
         "all": ["phi_no2", "phi_mp4", "phi_mp5", "phi_mp6", "phi_mp7", "phi_mg2", "phi_mg3"],
     },
 }
+_SET_FEATURES = [
+    "set_size", "set_class", "set_min_marginal", "set_mean_marginal", "set_prod_marginal",
+    "set_min_pseudo_margin", "set_min_marginal_margin",
+]
+FEATURE_GROUPS["set"] = {"set": _SET_FEATURES, "all": FEATURE_GROUPS["item"]["all"] + _SET_FEATURES}
+FEATURE_GROUPS["span"] = {
+    "set": _SET_FEATURES + ["span_boundary"],
+    "all": FEATURE_GROUPS["item"]["all"] + _SET_FEATURES + ["span_boundary"],
+}
 
 
 def base_name(name) -> str:
@@ -426,8 +515,8 @@ def base_name(name) -> str:
 def resolve(name, scope) -> Feature | None:
     """The feature ``name`` for events of ``scope``, or None if it does not apply."""
     if isinstance(name, Feature):
-        return name if name.scope == scope else None
+        return name if name.scope in SCOPES[scope] else None
     if name in ("raw", "map_in_event"):
         return _REGISTRY[f"{name}@{scope}"]
     f = get_feature(name)
-    return f if f.scope == scope else None
+    return f if f.scope in SCOPES[scope] else None

@@ -5,22 +5,27 @@ from .graphs import GraphDataset, grid_edges, make_superpixel_scenes
 from .ocr import OCR_ALPHABET, OCR_SPLITS, OCRWords, load_ocr
 from .scene import SCENE_LABELS, SceneMultilabel, load_scene
 from .snakes import SNAKES_COLOURS, SnakesGrids, load_snakes
+from .wnut17 import WNUT17_SPLITS, NERSentences, load_wnut17, token_features
 
 __all__ = [
     "BBBC039_SPLITS",
     "BBBC039Nuclei",
     "GraphDataset",
+    "NERSentences",
     "OCR_ALPHABET",
     "OCR_SPLITS",
     "OCRWords",
     "SCENE_LABELS",
     "SNAKES_COLOURS",
     "SceneMultilabel",
+    "WNUT17_SPLITS",
     "SnakesGrids",
     "grid_edges",
     "load_bbbc039",
     "load_ocr",
     "load_scene",
     "load_snakes",
+    "load_wnut17",
+    "token_features",
     "make_superpixel_scenes",
 ]

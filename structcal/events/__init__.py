@@ -12,10 +12,15 @@ from .kinds import (
     SpanEquals,
 )
 from .lexicon import Lexicon
+from .nodesets import NodeSetConstraints, NodeSetKind
+from .spans import AllEntitiesCorrect, ContainsEntity, EntitySpans, entity_table
 from .table import EventTable, build_events
 
 __all__ = [
+    "AllEntitiesCorrect",
     "AnyLabel",
+    "ContainsEntity",
+    "EntitySpans",
     "EventInstances",
     "EventKind",
     "EventTable",
@@ -24,7 +29,10 @@ __all__ = [
     "Lexicon",
     "MAPEvent",
     "MarginalEvent",
+    "NodeSetConstraints",
+    "NodeSetKind",
     "Predicate",
     "SpanEquals",
     "build_events",
+    "entity_table",
 ]

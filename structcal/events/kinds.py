@@ -50,13 +50,33 @@ class EventInstances:
     node : ndarray of shape (n_events,), int64
         Global node of each per-node event, ``-1`` for per-item events.
     label : ndarray of shape (n_events,), int64
-        Target label of each per-node event (for marginal events: the MAP label), ``-1``
-        for per-item events.
+        Target label of each per-node event (for marginal events: the MAP label); the
+        class of a node-set event (an entity's type, an object's label); ``-1`` for
+        per-item events.
+    members : ndarray of shape (n_members,), int64, optional
+        For events covering a set of nodes (scope ``"set"`` and its refinements such as
+        ``"span"``): the global nodes of every event's set, laid end to end.
+    member_offsets : ndarray of shape (n_events + 1,), int64, optional
+        Event ``e`` covers ``members[member_offsets[e]:member_offsets[e + 1]]``.
+    member_labels : ndarray of shape (n_members,), int64, optional
+        Target label of each member (e.g. the MAP tags of an entity).
+
+    See Also
+    --------
+    structcal.events.nodesets : constraints, probabilities and features of node-set events.
     """
 
     item: np.ndarray
     node: np.ndarray
     label: np.ndarray
+    members: np.ndarray | None = None
+    member_offsets: np.ndarray | None = None
+    member_labels: np.ndarray | None = None
+
+    @property
+    def member_event(self) -> np.ndarray:
+        """Event of each member, shape (n_members,)."""
+        return np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.member_offsets))
 
     def __len__(self) -> int:
         return int(self.item.shape[0])
@@ -99,8 +119,11 @@ def _resolve_positions(pred, position, on_short, what):
 class EventKind:
     """Base class of event kinds.
 
-    Subclasses set ``scope`` (``"item"`` or ``"node"``) and ``name`` and implement
-    :meth:`instances`, :meth:`outcomes`, :meth:`probabilities` and :meth:`map_in_event`.
+    Subclasses set ``scope`` and ``name`` and implement :meth:`instances`,
+    :meth:`outcomes`, :meth:`probabilities` and :meth:`map_in_event`. Scopes: ``"item"``
+    (one event per input), ``"node"`` (per position), ``"set"`` (an event covering a set
+    of nodes, described by ``EventInstances.members``; item features apply too) and its
+    refinement ``"span"`` (a contiguous set of a chain: set and item features apply).
     """
 
     scope = "item"

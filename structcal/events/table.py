@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import features as _features
+from .._ragged import offsets_from_lengths, ragged_rows
 from .._validation import as_int_array, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from .kinds import EventKind
@@ -52,6 +53,11 @@ class EventTable:
         requested.
     item_lengths : ndarray of shape (n_items,)
         Number of nodes of every input of the batch.
+    members : ndarray of shape (n_members,), int64
+        Global nodes covered by each node-set event (entities, objects), laid end to end;
+        events of other scopes cover none.
+    member_offsets : ndarray of shape (n_events + 1,), int64
+        Event ``r`` covers ``members[member_offsets[r]:member_offsets[r + 1]]``.
     """
 
     kind_names: tuple
@@ -67,6 +73,17 @@ class EventTable:
     outcome: np.ndarray | None
     raw: np.ndarray | None
     item_lengths: np.ndarray
+    members: np.ndarray | None = None
+    member_offsets: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.member_offsets is None:  # tables built without node-set events
+            object.__setattr__(self, "members", np.zeros(0, dtype=np.int64))
+            object.__setattr__(self, "member_offsets", np.zeros(self.n_events + 1, dtype=np.int64))
+
+    def members_of(self, row: int) -> np.ndarray:
+        """Global nodes covered by event ``row`` (empty unless it is a node-set event)."""
+        return self.members[self.member_offsets[row] : self.member_offsets[row + 1]]
 
     @property
     def n_events(self) -> int:
@@ -89,12 +106,14 @@ class EventTable:
                 raise ParameterError(f"a boolean mask must have shape ({self.n_events},); got {rows.shape}")
             rows = np.flatnonzero(rows)
         rows = as_int_array(rows, "rows", ndim=1, low=0, high=max(self.n_events, 1))
+        member_rows, member_offsets = ragged_rows(self.member_offsets, rows)
         return replace(
             self,
             kind=self.kind[rows], item=self.item[rows], node=self.node[rows],
             position=self.position[rows], label=self.label[rows], X=self.X[rows],
             outcome=None if self.outcome is None else self.outcome[rows],
             raw=None if self.raw is None else self.raw[rows],
+            members=self.members[member_rows], member_offsets=member_offsets,
         )
 
     def columns(self, names) -> np.ndarray:
@@ -182,6 +201,8 @@ class EventTable:
             position=cat("position"), label=cat("label"), X=np.concatenate([t.X for t in tables]),
             outcome=cat("outcome") if has("outcome") else None,
             raw=cat("raw") if has("raw") else None,
+            members=cat("members"),
+            member_offsets=offsets_from_lengths(np.concatenate([np.diff(t.member_offsets) for t in tables])),
         )
 
     def __repr__(self) -> str:
@@ -347,8 +368,9 @@ def build_events(
         values, names_k = [], []
         for f in plan:
             v = np.asarray(f.func(ctx), dtype=np.float64)
-            v = v.reshape(len(events), -1)
             cols = f.column_names(ctx)
+            # a kind may have no events in this batch (e.g. no predicted entity)
+            v = v.reshape(len(events), -1) if len(events) else np.zeros((0, len(cols)))
             if v.shape[1] != len(cols):
                 raise ParameterError(
                     f"feature {f.name!r} returned {v.shape[1]} columns but declares {len(cols)}"
@@ -371,7 +393,7 @@ def build_events(
     n_total = sum(len(b[1]) for b in blocks)
     X = np.zeros((n_total, len(columns)))
     defined = np.zeros((len(kinds), len(columns)), dtype=bool)
-    parts = {key: [] for key in ("kind", "item", "node", "label", "outcome", "raw")}
+    parts = {key: [] for key in ("kind", "item", "node", "label", "outcome", "raw", "members", "sizes")}
     row = 0
     for k, (kind, events, ctx, values, names_k) in enumerate(blocks):
         n = len(events)
@@ -382,6 +404,11 @@ def build_events(
         parts["item"].append(events.item)
         parts["node"].append(events.node)
         parts["label"].append(events.label)
+        if events.members is not None:
+            parts["members"].append(events.members)
+            parts["sizes"].append(np.diff(events.member_offsets))
+        else:
+            parts["sizes"].append(np.zeros(n, dtype=np.int64))
         if y_true is not None:
             parts["outcome"].append(np.asarray(kind.outcomes(pred, events, y_true), dtype=bool))
         if raw:
@@ -404,4 +431,6 @@ def build_events(
         outcome=np.concatenate(parts["outcome"]) if y_true is not None else None,
         raw=np.concatenate(parts["raw"]) if raw else None,
         item_lengths=pred.lengths.copy(),
+        members=np.concatenate(parts["members"]) if parts["members"] else np.zeros(0, np.int64),
+        member_offsets=offsets_from_lengths(np.concatenate(parts["sizes"])),
     )

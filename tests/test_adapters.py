@@ -1,0 +1,292 @@
+"""Adapters: CRFsuite models (exact weights), emission + transition CRFs, token classifiers."""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from structcal import ChainPotentials, ParameterError, ParameterTypeError
+from structcal.adapters import (
+    CRFsuiteModel,
+    TagScheme,
+    crfsuite_potentials,
+    emission_potentials,
+    token_classifier_potentials,
+    word_scores,
+)
+from structcal.datasets import load_wnut17, token_features
+from structcal.inference.chain import score_labelings
+from structcal.inference.exact import exact_chain
+from structcal.prediction import StructuredPrediction
+
+pycrfsuite = pytest.importorskip("pycrfsuite")
+
+
+@pytest.fixture(scope="module")
+def crfsuite_model(tmp_path_factory):
+    """A small CRFsuite model trained on 300 shipped WNUT-17 sentences (about a second)."""
+    train = load_wnut17("train").subset(np.arange(300))
+    trainer = pycrfsuite.Trainer(verbose=False)
+    for x, y in zip(token_features(train.sentences), train.tag_strings):
+        trainer.append(x, y)
+    trainer.set_params({"c1": 0.05, "c2": 0.01, "max_iterations": 60})
+    path = tmp_path_factory.mktemp("crf") / "wnut.crfsuite"
+    trainer.train(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def dev_features():
+    dev = load_wnut17("dev").subset(np.arange(150))
+    return token_features(dev.sentences)
+
+
+def test_crfsuite_viterbi_marginals_probability_equal_crfsuite(crfsuite_model, dev_features):
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(crfsuite_model))
+    p, labels = crfsuite_potentials(crfsuite_model, dev_features)
+    assert labels == tuple(tagger.labels())
+    pred = StructuredPrediction(p)
+    off = p.offsets
+    worst_marginal = worst_prob = 0.0
+    for i, x in enumerate(dev_features):
+        tags = tagger.tag(x)
+        assert [labels[k] for k in pred.map_labels[off[i] : off[i + 1]]] == tags
+        m = np.array([[tagger.marginal(lab, t) for lab in labels] for t in range(len(x))])
+        worst_marginal = max(worst_marginal, np.abs(m - pred.marginals[off[i] : off[i + 1]]).max())
+        prob = tagger.probability(tags)
+        worst_prob = max(worst_prob, abs(prob - pred.map_probability[i]) / prob)
+    assert worst_marginal < 1e-12
+    assert worst_prob < 1e-11
+
+
+def test_crfsuite_weights_are_exact_and_info_is_rounded(crfsuite_model):
+    m = CRFsuiteModel.from_file(crfsuite_model)
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(crfsuite_model))
+    info = tagger.info()
+    assert set(info.attributes) == set(m.attributes)
+    W = m.state_weights.tocoo()
+    ours = {(m.attributes[a], m.labels[b]): w for a, b, w in zip(W.row, W.col, W.data)}
+    assert ours.keys() == info.state_features.keys()
+    diffs = np.array([ours[k] - v for k, v in info.state_features.items()])
+    assert np.abs(diffs).max() <= 5e-7 and np.abs(diffs).max() > 0  # the dump prints 6 decimals
+    for (a, b), v in info.transitions.items():
+        assert abs(m.transitions[m.labels.index(a), m.labels.index(b)] - v) <= 5e-7
+    assert "n_state_features" in repr(m)
+
+
+def test_sklearn_crfsuite_model_and_feature_conventions(tmp_path):
+    sklearn_crfsuite = pytest.importorskip("sklearn_crfsuite")
+    X = [
+        [
+            {
+                "w": "a",
+                "n": 2.5,
+                "flag": True,
+                "off": False,
+                "nested": {"x": "y", "z": 1.5},
+                "lst": ["p", "q"],
+            },
+            {"w": "b", b"bk": "v", "bv": b"bytes"},
+        ],
+        [["s1", "s2"], ["s1"]],
+    ]
+    y = [["B-X", "I-X"], ["O", "B-X"]]
+    crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c2=0.1, max_iterations=20)
+    crf.fit(X, y)
+    m = CRFsuiteModel.from_model(crf)
+    assert set(m.labels) == set(crf.classes_)
+    # the attributes of every token, as python-crfsuite builds them
+    A, lengths = m.attribute_matrix(X)
+    assert lengths.tolist() == [2, 2]
+    items = [it for seq in X for it in pycrfsuite.ItemSequence(seq).items()]
+    for row, item in enumerate(items):
+        want = {a: v for a, v in item.items() if a in m.attributes}
+        got = {m.attributes[j]: v for j, v in zip(A[row].indices, A[row].data) if v != 0}
+        assert got == {a: v for a, v in want.items() if v != 0}
+    p, labels = crfsuite_potentials(crf, X)
+    marg = crf.predict_marginals(X)
+    pred = StructuredPrediction(p)
+    for i, seq in enumerate(marg):
+        for t, d in enumerate(seq):
+            for lab, v in d.items():
+                assert abs(pred.marginals[p.offsets[i] + t, labels.index(lab)] - v) < 1e-12
+    assert [list(s) for s in crf.predict(X)] == [
+        [labels[k] for k in pred.map_labels[a:b]] for a, b in zip(p.offsets[:-1], p.offsets[1:])
+    ]
+    with pytest.raises(ParameterError, match="not fitted"):
+        CRFsuiteModel.from_model(sklearn_crfsuite.CRF())
+
+
+def test_crfsuite_bad_inputs(tmp_path, crfsuite_model):
+    bad = tmp_path / "not_a_model.bin"
+    bad.write_bytes(b"hello world, this is not a CRFsuite model at all" * 3)
+    with pytest.raises(ParameterError, match="`path`.*not a CRFsuite model"):
+        CRFsuiteModel.from_file(bad)
+    data = crfsuite_model.read_bytes()
+    with pytest.raises(ParameterError, match="truncated"):
+        CRFsuiteModel.from_bytes(data[: len(data) // 2])
+    with pytest.raises(ParameterError, match="no such"):
+        CRFsuiteModel.from_file(tmp_path / "missing.crfsuite")
+    with pytest.raises(ParameterTypeError, match="pycrfsuite.Tagger"):
+        tagger = pycrfsuite.Tagger()
+        tagger.open(str(crfsuite_model))
+        CRFsuiteModel.from_model(tagger)
+    with pytest.raises(ParameterTypeError, match="`model`"):
+        CRFsuiteModel.from_model(3.5)
+    m = CRFsuiteModel.from_bytes(data)
+    with pytest.raises(ParameterTypeError, match="feature names must be str; token 1"):
+        m.potentials([[{"w": "a"}, {1: "b"}]])
+    with pytest.raises(ParameterTypeError, match="list of sentences"):
+        m.potentials({"w": "a"})
+    empty = m.potentials([[], [{"w": "zzz-unknown"}]])
+    assert empty.lengths.tolist() == [0, 1] and np.all(empty.unary == 0)
+
+
+def _manual_score(em, trans, start, end, tags):
+    s = start[tags[0]] + em[0, tags[0]] + end[tags[-1]]
+    for t in range(1, len(tags)):
+        s += trans[tags[t - 1], tags[t]] + em[t, tags[t]]
+    return s
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_emission_potentials_score_like_the_model(batch_first):
+    rng = np.random.default_rng(0)
+    B, T, K = 3, 5, 4
+    em = rng.standard_normal((B, T, K))
+    trans, start, end = rng.standard_normal((K, K)), rng.standard_normal(K), rng.standard_normal(K)
+    lengths = np.array([5, 2, 0])
+    mask = np.arange(T)[None, :] < lengths[:, None]
+    arg_em, arg_mask = (em, mask) if batch_first else (em.transpose(1, 0, 2), mask.T)
+    p = emission_potentials(
+        arg_em, trans, mask=arg_mask, start=start, end=end, batch_first=batch_first
+    )
+    q = emission_potentials(
+        arg_em, trans, lengths=lengths, start=start, end=end, batch_first=batch_first
+    )
+    np.testing.assert_array_equal(p.unary, q.unary)
+    assert p.lengths.tolist() == [5, 2, 0]
+    tags = [rng.integers(0, K, L) for L in lengths]
+    got = score_labelings(p, np.concatenate(tags))
+    for b in range(2):
+        np.testing.assert_allclose(
+            got[b], _manual_score(em[b], trans, start, end, tags[b]), rtol=1e-12
+        )
+    assert got[2] == 0.0
+    # flair stores transitions[to, from]
+    r = emission_potentials(em, trans.T, mask=mask, start=start, end=end, transposed=True)
+    np.testing.assert_array_equal(r.pairwise, p.pairwise)
+    flat = emission_potentials(p.unary, trans, lengths=lengths)
+    assert isinstance(flat, ChainPotentials) and flat.n_chains == 3
+
+
+def test_emission_potentials_bad_inputs():
+    em = np.zeros((2, 3, 4))
+    with pytest.raises(ParameterError, match="`mask` must have"):
+        emission_potentials(em, np.zeros((4, 4)), mask=np.ones((3, 2), bool))
+    with pytest.raises(ParameterError, match="not a prefix"):
+        emission_potentials(em, np.zeros((4, 4)), mask=np.array([[1, 0, 1], [1, 1, 1]]))
+    with pytest.raises(ParameterError, match="`transitions` must have shape"):
+        emission_potentials(em, np.zeros((3, 3)))
+    with pytest.raises(ParameterError, match="either `mask` or `lengths`"):
+        emission_potentials(em, np.zeros((4, 4)), mask=np.ones((2, 3)), lengths=[3, 3])
+    with pytest.raises(ParameterError, match="`lengths` must sum"):
+        emission_potentials(np.zeros((5, 4)), np.zeros((4, 4)), lengths=[2, 2])
+    with pytest.raises(ParameterError, match="`start` must have shape"):
+        emission_potentials(em, np.zeros((4, 4)), start=np.zeros(3))
+    with pytest.raises(ParameterError, match="0/1"):
+        emission_potentials(em, np.zeros((4, 4)), mask=np.full((2, 3), 2))
+
+
+def test_pytorch_crf_decode_and_log_likelihood():
+    torch = pytest.importorskip("torch")
+    torchcrf = pytest.importorskip("torchcrf")
+    torch.manual_seed(0)
+    K, T, B = 5, 6, 4
+    crf = torchcrf.CRF(K)  # batch_first=False: (seq, batch, K)
+    with torch.no_grad():
+        for prm in (crf.transitions, crf.start_transitions, crf.end_transitions):
+            prm.normal_()
+    em = torch.randn(T, B, K, dtype=torch.float64)
+    lengths = torch.tensor([6, 3, 1, 4])
+    mask = torch.arange(T)[:, None] < lengths[None, :]
+    tags = torch.randint(0, K, (T, B))
+    crf = crf.double()
+    p = emission_potentials(
+        em,
+        crf.transitions,
+        mask=mask,
+        start=crf.start_transitions,
+        end=crf.end_transitions,
+        batch_first=False,
+    )
+    pred = StructuredPrediction(p)
+    decoded = crf.decode(em, mask=mask)
+    assert np.concatenate(decoded).tolist() == pred.map_labels.tolist()
+    llh = crf(em, tags, mask=mask, reduction="none").detach().numpy()
+    flat_tags = np.concatenate([tags[: lengths[b], b].numpy() for b in range(B)])
+    from structcal.inference.chain import log_probability
+
+    np.testing.assert_allclose(log_probability(p, flat_tags), llh, rtol=1e-10)
+
+
+def test_word_scores_from_subwords():
+    logits = np.arange(12, dtype=float).reshape(6, 2)
+    ids = [None, 0, 0, 1, 2, None]
+    np.testing.assert_array_equal(word_scores(logits, ids), logits[[1, 3, 4]])
+    np.testing.assert_array_equal(
+        word_scores(logits, ids, reduce="mean")[0], logits[1:3].mean(axis=0)
+    )
+    np.testing.assert_array_equal(word_scores(logits, ids, reduce="max")[0], logits[2])
+    with pytest.raises(ParameterError, match="cover every word"):
+        word_scores(logits, [0, 0, 2, 2, 2, 2])
+    with pytest.raises(ParameterError, match="`word_ids` must have shape"):
+        word_scores(logits, [0, 1])
+    with pytest.raises(ParameterError, match="reduce"):
+        word_scores(logits, ids, reduce="last")
+
+
+@pytest.mark.parametrize("scheme", ["BIO", "IOB1", "BIOES"])
+def test_token_classifier_chain_is_softmax_restricted_to_valid_sequences(scheme):
+    tags = {
+        "BIO": ["O", "B-A", "I-A", "B-B", "I-B"],
+        "IOB1": ["O", "I-A", "B-A", "I-B", "B-B"],
+        "BIOES": ["O", "B-A", "I-A", "E-A", "S-A", "S-B"],
+    }[scheme]
+    s = TagScheme(tags, scheme)
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((7, s.n_tags)) * 2
+    p = token_classifier_potentials(logits, [4, 3], tags, scheme=scheme)
+    pred = StructuredPrediction(p)
+    assert s.is_valid(pred.map_labels, p.offsets).all()
+    logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    for c, (a, b) in enumerate(zip(p.offsets[:-1], p.offsets[1:])):
+        ex = exact_chain(p, c)
+        seqs = np.array(list(itertools.product(range(s.n_tags), repeat=b - a)))
+        valid = s.is_valid(seqs.ravel(), np.arange(seqs.shape[0] + 1) * (b - a))
+        w = np.exp(logp[a:b][np.arange(b - a), seqs].sum(axis=1)) * valid
+        w /= w.sum()
+        order = np.lexsort(seqs.T[::-1])
+        probs = np.zeros(seqs.shape[0])
+        finite = np.isfinite(ex.scores)
+        idx = np.ravel_multi_index(ex.labelings[finite].T, (s.n_tags,) * (b - a))
+        probs[idx] = np.exp(ex.scores[finite] - ex.log_partition)
+        np.testing.assert_allclose(probs[order], w[order], atol=1e-12)
+    with pytest.raises(ParameterError, match="columns"):
+        token_classifier_potentials(logits[:, :3], [7], tags, scheme=scheme)
+
+
+def test_state_weight_matrix_is_sparse_and_doctest():
+    import doctest
+
+    import structcal.adapters.crfsuite as mod
+    import structcal.adapters.emissions as emod
+    import structcal.adapters.tagging as tmod
+
+    for m in (mod, emod, tmod):
+        assert doctest.testmod(m, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+    m = CRFsuiteModel(["O"], ["a"], np.ones((1, 1)), np.zeros((1, 1)))
+    assert sp.issparse(m.state_weights)
