@@ -78,6 +78,7 @@ SCOPES = {
     "node": ("node",),
     "set": ("set", "item"),
     "span": ("span", "set", "item"),
+    "object": ("object", "set", "item"),
 }
 
 
@@ -89,7 +90,7 @@ class Feature:
     ----------
     name : str
         Unique name (the paper's features are ``phi_no1`` ... ``phi_mg3``).
-    scope : {'item', 'node', 'set', 'span'}
+    scope : {'item', 'node', 'set', 'span', 'object'}
         Which events it describes (see :data:`SCOPES`).
     needs : frozenset of {'map', 'marginals'}
         The inference results it reads (empty: none).
@@ -173,7 +174,7 @@ def register_feature(
     ----------
     name : str
         Name used to select the feature in :func:`~structcal.events.build_events`.
-    scope : {'item', 'node', 'set', 'span'}
+    scope : {'item', 'node', 'set', 'span', 'object'}
         Describes per-input, per-position, node-set or span events (item features also
         describe node-set and span events; set features also span events).
     needs : iterable of {'map', 'marginals'}, default=()

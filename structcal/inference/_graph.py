@@ -620,7 +620,7 @@ def mean_field_batch(
         fieldp = np.empty(Kp)
         n0 = offsets[g]
         n1 = offsets[g + 1]
-        if kind == KIND_POTTS and finite:
+        if kind == KIND_POTTS and finite and K >= 2:
             it, d, st = _mean_field_potts_graph(
                 n0, n1, unary, potts, indptr, nbr, eid, sequential, damping, tol, max_iter,
                 q, qnew, Q, Qnew, fieldp,
