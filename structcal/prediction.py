@@ -183,7 +183,9 @@ def _node_data_iv(node_data, n_nodes) -> dict:
     if node_data is None:
         return {}
     if not isinstance(node_data, dict):
-        raise ParameterTypeError(f"`node_data` must be a dict of name -> array; got {describe(node_data)}")
+        raise ParameterTypeError(
+            f"`node_data` must be a dict of name -> array; got {describe(node_data)}"
+        )
     out = {}
     for key, value in node_data.items():
         arr = np.asarray(value)
@@ -239,7 +241,9 @@ class StructuredPrediction:
     ([0.42], ['map', 'marginals'])
     """
 
-    def __init__(self, potentials, *, unstructured_scores=None, node_data=None, **inference_options):
+    def __init__(
+        self, potentials, *, unstructured_scores=None, node_data=None, **inference_options
+    ):
         for ptype, backend in _BACKENDS:
             if isinstance(potentials, ptype):
                 self._backend = backend(potentials, **inference_options)

@@ -25,7 +25,7 @@ __all__ = ["pixel_features", "contrast_weights", "PixelCRFSegmenter", "segmentat
 
 
 def _images_iv(images, name="images") -> list:
-    """A list of 2-d float images (a 3-d array is a batch of same-size images)."""
+    """Return a list of 2-d float images (a 3-d array is a batch of same-size images)."""
     if isinstance(images, (list, tuple)):
         out = [as_float_array(im, f"{name}[{g}]", ndim=2) for g, im in enumerate(images)]
     else:
@@ -48,7 +48,9 @@ def _masks_iv(masks, images, name="masks") -> list:
     else:
         raise ParameterTypeError(f"`{name}` must be masks like `images`; got {describe(masks)}")
     if len(ms) != len(images):
-        raise ParameterError(f"`{name}` must hold one mask per image ({len(images)}); got {len(ms)}")
+        raise ParameterError(
+            f"`{name}` must hold one mask per image ({len(images)}); got {len(ms)}"
+        )
     out = []
     for g, (m, im) in enumerate(zip(ms, images)):
         m = np.asarray(m)
@@ -201,7 +203,7 @@ class PixelCRFSegmenter(BaseEstimator):
         return out
 
     def potentials(self, images, *, potts=None, contrast=None, unary=None) -> GraphPotentials:
-        """The grid CRFs of the images (``potts``/``contrast`` override the parameters)."""
+        """Return the grid CRFs of the images (``potts``/``contrast`` override the parameters)."""
         imgs = _images_iv(images)
         a = self.potts if potts is None else potts
         b = self.contrast if contrast is None else contrast
@@ -241,7 +243,9 @@ def _dice(pred, gold):
     return float(2 * inter / total) if total else 1.0
 
 
-def segmentation_scores(labels, masks, *, connectivity: int = 4, iou_threshold: float = 0.5) -> dict:
+def segmentation_scores(
+    labels, masks, *, connectivity: int = 4, iou_threshold: float = 0.5
+) -> dict:
     """Pixel accuracy, Dice and object precision / recall / F1 of binary segmentations.
 
     Objects are the connected components of the object class (``connectivity``-connected),

@@ -110,7 +110,8 @@ def test_potts_fast_path_equals_matrix_path(K, schedule, damping):
     U[1, 0, 0, 0] = -np.inf
     w = rng.normal(size=(2, grid_edges(4, 5, 8)[0].shape[0]))
     p = GraphPotentials.from_grid(U, potts=w, connectivity=8)
-    kw = dict(schedule=schedule, damping=damping, tol=0.0, max_iter=7, warn=False, log_partition=True)
+    kw = dict(schedule=schedule, damping=damping, tol=0.0, max_iter=7, warn=False,
+              log_partition=True)
     fast, ref = G.mean_field(p, **kw), G.mean_field(_as_matrices(p), **kw)
     np.testing.assert_allclose(fast.marginals, ref.marginals, rtol=0, atol=1e-13)
     np.testing.assert_allclose(fast.log_partition, ref.log_partition, rtol=1e-12)

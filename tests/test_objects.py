@@ -124,7 +124,8 @@ def test_count_event_counts_objects():
 def test_no_objects_gives_no_object_events():
     pred = _pred([np.zeros((3, 3), int), np.zeros((2, 5), int)])
     t = build_events(pred, [ObjectEvents(), AllObjectsFound(n_samples=2)],
-                     y_true=np.zeros(19, int), features={"object": ["set_size"], "all_found": ["phi_mp1"]})
+                     y_true=np.zeros(19, int),
+                     features={"object": ["set_size"], "all_found": ["phi_mp1"]})
     assert (t.kind == 0).sum() == 0 and t.outcome.tolist() == [True, True]
     assert object_table(pred)["size"].shape == (0,)
 
@@ -221,3 +222,38 @@ def test_loopy_crf_objects_with_coupling():
     assert t.outcome.all() and np.all((t.raw >= 0) & (t.raw <= 1))
     sizes = np.bincount(label_components(pred.map_labels, *pred.neighbors())[0] + 1)[1:]
     assert sorted(t.X[:, 0].tolist()) == sorted(sizes.tolist())
+
+
+# ---------------------------------------------------------------------------- segmentation
+
+
+def test_segmenter_on_real_images_and_bad_input():
+    from structcal.datasets import load_bbbc039
+    from structcal.segmentation import PixelCRFSegmenter, contrast_weights, segmentation_scores
+
+    d = load_bbbc039("train").subset(np.arange(4))
+    x = d.images / 255.0
+    model = PixelCRFSegmenter(max_pixels=20000).fit(x, d.masks)
+    unary = model.unary(x[:2])
+    assert unary[0].shape == (130, 174, 2)
+    np.testing.assert_allclose(np.exp(unary[0]).sum(axis=2), 1.0)
+    # the unary argmax is a decent segmentation of its own training images
+    s = segmentation_scores([u.argmax(axis=2) for u in unary], list(d.masks[:2]))
+    assert s["pixel_accuracy"] > 0.95 and s["dice"] > 0.9
+    # images of different sizes in one batch
+    p = model.potentials([x[0], x[1][:50, :60]])
+    assert p.sizes.tolist() == [130 * 174, 50 * 60]
+    w = contrast_weights([x[0]])[0]
+    assert w.shape == (p.edge_counts[0],) and (w > 0).all() and (w <= 1).all()
+    with pytest.raises(ParameterError, match="shape of its image"):
+        model.fit(x[:2], [d.masks[0], d.masks[1][:10]])
+    with pytest.raises(ParameterError, match="one mask per image"):
+        segmentation_scores([d.masks[0]], list(d.masks[:2]))
+    with pytest.raises(ParameterError, match="0 .background. and 1"):
+        model.fit(x[:1], d.masks[:1] * 2)
+    with pytest.raises(ParameterError, match="both background"):
+        model.fit(x[:1], np.zeros_like(d.masks[:1]))
+    perfect = segmentation_scores(list(d.masks[:2]), list(d.masks[:2]))
+    assert perfect["object_f1"] == 1.0 and perfect["dice"] == 1.0
+    empty = segmentation_scores([np.zeros((3, 3), int)], [np.zeros((3, 3), int)])
+    assert empty["object_f1"] == 1.0 and empty["dice"] == 1.0

@@ -61,7 +61,7 @@ class BBBC039Nuclei:
         return self.fg16 / 16.0
 
     def subset(self, images) -> "BBBC039Nuclei":
-        """The images selected by an index array or a boolean mask (in that order)."""
+        """Return the images selected by an index array or a boolean mask (in that order)."""
         images = np.asarray(images)
         if images.dtype == np.bool_:
             images = np.flatnonzero(images)
@@ -72,7 +72,7 @@ class BBBC039Nuclei:
         )
 
     def split(self, name: str) -> "BBBC039Nuclei":
-        """The images of one split: ``'train'`` (100), ``'val'`` (50) or ``'test'`` (50)."""
+        """Return the images of one split: ``'train'`` (100), ``'val'`` (50) or ``'test'`` (50)."""
         name = check_option(name, "name", BBBC039_SPLITS)
         return self.subset(self.split_codes == BBBC039_SPLITS.index(name))
 

@@ -64,7 +64,7 @@ def _edges_from_csr(indptr, indices):
 
 
 def label_components(labels, indptr, indices, background=0) -> tuple[np.ndarray, int]:
-    """Connected components of the nodes of each non-background class.
+    """Find the connected components of the nodes of each non-background class.
 
     Parameters
     ----------
@@ -239,6 +239,7 @@ class ObjectEvents(NodeSetKind):
                               key=("_objects", self.background))
 
     def instances(self, pred):
+        """One event per predicted object, with its members and class."""
         if self.background is not None and self.background >= pred.n_states:
             raise ParameterError(
                 f"ObjectEvents: `background` must be < n_states={pred.n_states}; got "
@@ -263,12 +264,15 @@ class ObjectEvents(NodeSetKind):
         return match_objects(component, n_comp, gold, n_gold)[0]
 
     def outcomes(self, pred, events, y_true):
+        """Whether each object matches an object of ``y_true`` at IoU >= the threshold."""
         return self.best_iou(pred, events, y_true) >= self.iou_threshold
 
     def map_in_event(self, pred, events):
+        """Return all true: the MAP's object matches itself."""
         return np.ones(len(events), dtype=bool)
 
     def probabilities(self, pred, events):
+        """Raw probability of each object event (see the module docstring)."""
         if self.raw == "sampled":
             return _sampled(pred, events, lambda y: self.outcomes(pred, events, y),
                             self.n_samples, self.random_state)
@@ -373,7 +377,7 @@ class ObjectCountCorrect(_ImageObjectKind):
 
 
 def object_table(pred, kind: ObjectEvents | None = None) -> dict:
-    """The predicted objects of a batch as plain arrays (for plots and reports).
+    """Return the predicted objects of a batch as plain arrays (for plots and reports).
 
     Returns
     -------

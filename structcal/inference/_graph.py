@@ -610,7 +610,8 @@ def mean_field_batch(
     ``q`` holds the initial distributions and receives the result. Finite Potts weights
     with more than two labels take the padded fast path: ``Q`` then holds ``q`` with rows
     padded with zeros to a multiple of 4 (flat), ``Qnew`` the same scratch for the
-    synchronous schedule (empty otherwise), and the result is copied back into ``q``; otherwise both are unused.
+    synchronous schedule (empty otherwise), and the result is copied back into ``q``;
+    otherwise both are unused.
     """
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]

@@ -477,7 +477,9 @@ class GraphPotentials:
             arrays = [u] if u.ndim == 3 else list(u)
         K = arrays[0].shape[2]
         if K < 1:
-            raise ParameterError(f"`unaries` must have at least one state; got shape {arrays[0].shape}")
+            raise ParameterError(
+                f"`unaries` must have at least one state; got shape {arrays[0].shape}"
+            )
         for g, u in enumerate(arrays):
             if u.shape[2] != K:
                 raise ParameterError(

@@ -21,7 +21,7 @@ GRID_DIRECTIONS = ("horizontal", "vertical", "diagonal", "anti-diagonal")
 
 
 def check_connectivity(connectivity) -> int:
-    """``connectivity`` as an int, 4 or 8."""
+    """Return ``connectivity`` as an int after checking it is 4 or 8."""
     if isinstance(connectivity, bool) or connectivity not in (4, 8):
         raise ParameterError(f"`connectivity` must be 4 or 8; got {describe(connectivity)}")
     return int(connectivity)
