@@ -44,7 +44,7 @@ from structcal.crf import (  # noqa: E402
     ImageFeatures,
     _chain_kernels,  # noqa: E402
 )
-from structcal.crf.chain import _Layout, _Likelihood, _structured_hinge  # noqa: E402
+from structcal.crf.chain import _kernel_tokens, _Layout, _Likelihood, _structured_hinge  # noqa: E402
 from structcal.datasets import load_ocr  # noqa: E402
 from structcal.exceptions import ConvergenceWarning  # noqa: E402
 
@@ -122,7 +122,7 @@ def bench_bcfw(Z, data, repeats):
 
     def one_pass():
         _chain_kernels.bcfw_pass(
-            Z,
+            *_kernel_tokens(Z),
             goff,
             gram,
             data.offsets,

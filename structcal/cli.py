@@ -30,7 +30,7 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
     pred_recal, pred_test = setup.predict(recal), setup.predict(test)
     rec = StructuredRecalibrator(
         features="table1", lexicon=setup.lexicon, label_names=train.alphabet,
-        forecaster=KNNRegionForecaster(random_state=0),
+        forecaster=KNNRegionForecaster(random_state=0), method="forecaster",
     ).fit(pred_recal, recal.labels)
     report = rec.evaluate(pred_test, test.labels)
     correct = pred_test.map_labels == test.labels

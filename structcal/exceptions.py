@@ -10,6 +10,7 @@ __all__ = [
     "ParameterError",
     "ParameterTypeError",
     "InfeasibleError",
+    "DistributionShiftWarning",
     "ConvergenceWarning",
     "NotFittedError",
 ]
@@ -29,6 +30,10 @@ class ParameterTypeError(StructcalError, TypeError):
 
 class InfeasibleError(ParameterError):
     """A problem has no labeling of non-zero probability (every labeling scores ``-inf``)."""
+
+
+class DistributionShiftWarning(UserWarning):
+    """New inputs look unlike the data a recalibrator was fit on (its mapping may not transfer)."""
 
 
 def __getattr__(name):

@@ -40,6 +40,12 @@ phi_mg3    node   both       :math:`I[\arg\max p(y_j|x) = \text{target}]` (conco
 Two more features apply to every event: ``raw`` (the model's own probability of the event,
 where it has one) and ``map_in_event`` (:math:`I[y^{MAP} \in E]`).
 
+A feature also declares what it *requires* from the inputs beyond the potentials (names of
+:data:`REQUIREMENTS`): ``phi_no*`` the scores of an unstructured classifier, ``phi_mp2`` a
+lexicon, ``raw`` an event kind with a model probability on the given potentials.
+:meth:`Feature.missing` says what is lacking; ``features='auto'`` in
+:func:`~structcal.events.build_events` keeps exactly the features whose requirements hold.
+
 Conventions for degenerate inputs: an item with no nodes has ``phi_no1 = 0`` and
 ``phi_mg1 = 1``; a node without neighbours has ``phi_mp5 = 0``; with a single state every
 margin is 1; ``phi_mp3`` is capped at :data:`MAP_MARGIN_CAP` nats (it is infinite when an
@@ -65,6 +71,8 @@ __all__ = [
     "feature_names",
     "FEATURE_GROUPS",
     "MAP_MARGIN_CAP",
+    "REQUIREMENTS",
+    "Requirement",
 ]
 
 #: Cap, in nats, of the top-2 margin ``phi_mp3`` (a probability ratio of e^100).
@@ -101,7 +109,8 @@ class Feature:
         ``columns(ctx) -> list of str``: names of the columns of a multi-column feature
         (each is reported as ``name[column]``).
     requires : tuple of str
-        Context the feature needs (``"unstructured_scores"``, ``"lexicon"``).
+        What the inputs must provide for the feature to be defined: names of
+        :data:`REQUIREMENTS` (``"unstructured_scores"``, ``"lexicon"``, ``"probability"``).
     description : str
         One line shown in listings.
     """
@@ -113,6 +122,26 @@ class Feature:
     columns: Callable | None = None
     requires: tuple = ()
     description: str = ""
+
+    def missing(self, pred, kind, lexicon=None) -> list[str]:
+        """What the inputs lack for this feature: one sentence per unmet requirement.
+
+        Parameters
+        ----------
+        pred : StructuredPrediction
+        kind : EventKind
+            The kind of the events the feature would describe.
+        lexicon : Lexicon or None
+
+        Returns
+        -------
+        list of str
+            Empty when the feature is defined on these inputs.
+        """
+        return [
+            REQUIREMENTS[r].needs for r in self.requires
+            if not REQUIREMENTS[r].check(pred, kind, lexicon)
+        ]
 
     def column_names(self, ctx) -> list[str]:
         """Names of the table columns this feature produces."""
@@ -155,6 +184,56 @@ class FeatureContext:
         return self._memo[key]
 
 
+@dataclass(frozen=True)
+class Requirement:
+    """Something a feature needs from the inputs, beyond the potentials.
+
+    Attributes
+    ----------
+    name : str
+        The name features list in ``requires``.
+    check : callable
+        ``check(pred, kind, lexicon) -> bool``: whether the inputs provide it.
+    needs : str
+        What is missing when the check fails, as the end of a sentence ("needs ...").
+    """
+
+    name: str
+    check: Callable
+    needs: str
+
+
+def _has_unstructured_scores(pred, kind, lexicon):
+    return pred.unstructured_scores is not None
+
+
+def _has_lexicon(pred, kind, lexicon):
+    return lexicon is not None
+
+
+def _has_probability(pred, kind, lexicon):
+    return kind.has_probability_for(pred)
+
+
+#: The requirements a feature can declare (``Feature.requires``). A feature set like
+#: ``features='auto'`` keeps the features whose requirements the inputs meet.
+REQUIREMENTS = {
+    r.name: r
+    for r in (
+        Requirement(
+            "unstructured_scores", _has_unstructured_scores,
+            "the scores of an unstructured classifier: pass unstructured_scores= to "
+            "StructuredPrediction",
+        ),
+        Requirement("lexicon", _has_lexicon, "a `lexicon`"),
+        Requirement(
+            "probability", _has_probability,
+            "the model's probability of the events, and this event kind has no model "
+            "probability on these potentials",
+        ),
+    )
+}
+
 _REGISTRY: dict[str, Feature] = {}
 
 
@@ -182,7 +261,9 @@ def register_feature(
     columns : callable, optional
         Column names of a multi-column feature.
     requires : iterable of str, default=()
-        Context it needs: ``"unstructured_scores"`` and/or ``"lexicon"``.
+        What the inputs must provide (names of :data:`REQUIREMENTS`):
+        ``"unstructured_scores"``, ``"lexicon"``, ``"probability"`` (the event kind has a
+        model probability on the given potentials).
     description : str, default=''
     replace : bool, default=False
         Allow replacing an existing feature of the same name.
@@ -207,9 +288,11 @@ def register_feature(
     if not needs <= _NEEDS:
         raise ParameterError(f"`needs` must be a subset of {sorted(_NEEDS)}; got {sorted(needs)}")
     requires = tuple(requires)
-    bad = set(requires) - {"unstructured_scores", "lexicon"}
+    bad = set(requires) - set(REQUIREMENTS)
     if bad:
-        raise ParameterError(f"unknown `requires` entries {sorted(bad)}")
+        raise ParameterError(
+            f"unknown `requires` entries {sorted(bad)}; known: {sorted(REQUIREMENTS)}"
+        )
 
     def deco(func):
         if not callable(func):
@@ -288,7 +371,7 @@ def _map_in_event(ctx):
 
 for _scope in SCOPES:
     _REGISTRY[f"raw@{_scope}"] = Feature(
-        "raw", _scope, frozenset({"marginals"}), _raw,
+        "raw", _scope, frozenset({"marginals"}), _raw, requires=("probability",),
         description="the model's own probability of the event",
     )
     _REGISTRY[f"map_in_event@{_scope}"] = Feature(

@@ -1,32 +1,43 @@
 """Algorithm 1 of Kuleshov & Liang (2015) end to end, and pooled event-calibration reports.
 
 :class:`StructuredRecalibrator` builds the events ``I(x)`` of a recalibration set with
-their features and outcomes, fits a forecaster on them (one per event kind by default, so
-each kind is calibrated and hence the pool is), and then turns the events of new inputs
-into calibrated probabilities. :func:`evaluate_events` measures raw and calibrated
-forecasts: the Brier (l2) loss and its calibration/sharpness decomposition, pooled over
-all events and per group, with the calibration-curve data of each.
+their features and outcomes, fits a recalibration map on them (one per event kind by
+default, so each kind is calibrated and hence the pool is), and then turns the events of
+new inputs into calibrated probabilities. Per kind it chooses, by cross-validated Brier
+score, among the model's raw probability, isotonic regression on it and a region
+forecaster on the features, and it warns when new inputs look unlike the recalibration
+set (:class:`ShiftTest`). :func:`evaluate_events` measures raw and calibrated forecasts:
+the Brier (l2) loss and its calibration/sharpness decomposition, pooled over all events
+and per group, with the calibration-curve data of each.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from ._validation import check_int, describe
+from ._validation import check_float, check_int, check_option, check_random_state, describe
 from .events import EventKind, EventTable, MAPEvent, MarginalEvent, build_events
-from .exceptions import ParameterError, ParameterTypeError
-from .forecasters import KNNRegionForecaster
+from .exceptions import DistributionShiftWarning, ParameterError, ParameterTypeError
+from .forecasters import KNNRegionForecaster, SingleClassWarning
 
 __all__ = [
     "StructuredRecalibrator",
     "CalibratedEvents",
     "EventCalibration",
     "CalibrationReport",
+    "ShiftTest",
     "evaluate_events",
+    "METHODS",
 ]
+
+#: The recalibration methods :class:`StructuredRecalibrator` chooses among, simplest first
+#: (ties in cross-validated Brier score go to the simpler one).
+METHODS = ("raw", "isotonic", "forecaster")
+
 
 
 @dataclass(frozen=True)
@@ -227,40 +238,213 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
     return CalibrationReport(tuple(results), n_bins)
 
 
+@dataclass(frozen=True)
+class ShiftTest:
+    """Two-sample tests of new events against the recalibration events.
+
+    One Kolmogorov-Smirnov test per event kind (or ``"pooled"``) and column (the raw
+    probability and each feature), on one event drawn at random per input in each sample,
+    with a Bonferroni correction over all the tests.
+
+    Attributes
+    ----------
+    key : tuple of str
+        Event kind (or ``"pooled"``) of each test.
+    column : tuple of str
+        Column tested (``"raw"`` or a feature name).
+    statistic : ndarray of shape (n_tests,)
+        KS statistic (largest gap between the two empirical distribution functions).
+    pvalue : ndarray of shape (n_tests,)
+        Bonferroni-adjusted p-value (``min(1, n_tests * p)``).
+    n_reference, n_new : ndarray of shape (n_tests,), int64
+        Sample sizes (inputs) of the recalibration set and the new batch.
+    alpha : float
+        Family-wise level: a test with ``pvalue < alpha`` flags a shift.
+    """
+
+    key: tuple
+    column: tuple
+    statistic: np.ndarray
+    pvalue: np.ndarray
+    n_reference: np.ndarray
+    n_new: np.ndarray
+    alpha: float
+
+    @property
+    def shifted(self) -> bool:
+        """Whether any column differs at the family-wise level ``alpha``."""
+        return bool((self.pvalue < self.alpha).any())
+
+    def flagged(self) -> list:
+        """``(key, column, statistic, pvalue)`` of the flagged tests, most significant first."""
+        idx = np.flatnonzero(self.pvalue < self.alpha)
+        idx = idx[np.lexsort((-self.statistic[idx], self.pvalue[idx]))]
+        return [(self.key[i], self.column[i], float(self.statistic[i]), float(self.pvalue[i])) for i in idx]
+
+    def format(self) -> str:
+        """A text table of the tests."""
+        lines = [f"{'kind':<18}{'column':<24}{'KS':>7}{'p (Bonf.)':>11}{'n ref':>8}{'n new':>8}"]
+        for i in range(len(self.key)):
+            flag = "  *" if self.pvalue[i] < self.alpha else ""
+            lines.append(
+                f"{self.key[i]:<18}{self.column[i]:<24}{self.statistic[i]:>7.3f}"
+                f"{self.pvalue[i]:>11.2g}{self.n_reference[i]:>8}{self.n_new[i]:>8}{flag}"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def _one_event_per_item(items: np.ndarray, rng, cap: int) -> np.ndarray:
+    """Rows of one event drawn at random per input (at most ``cap`` inputs, drawn at random)."""
+    order = rng.permutation(items.shape[0])
+    _, first = np.unique(items[order], return_index=True)
+    rows = order[first]
+    if rows.shape[0] > cap:
+        rows = rng.choice(rows, size=cap, replace=False)
+    return np.sort(rows)
+
+
+def _item_folds(items: np.ndarray, n_folds: int, rng) -> np.ndarray:
+    """Fold of each event: inputs dealt at random into ``n_folds`` folds of equal size."""
+    ids, inverse = np.unique(items, return_inverse=True)
+    return (rng.permutation(ids.shape[0]) % n_folds)[inverse]
+
+
+def _ks_pvalues(ref: np.ndarray, new: np.ndarray):
+    """KS statistic and p-value of each column (exact for small samples)."""
+    from scipy.stats import ks_2samp
+
+    n, m = ref.shape[0], new.shape[0]
+    method = "exact" if n * m <= 10_000 else "asymp"
+    stat, p = np.zeros(ref.shape[1]), np.ones(ref.shape[1])
+    for c in range(ref.shape[1]):
+        if np.unique(np.concatenate([ref[:, c], new[:, c]])).shape[0] > 1:
+            with warnings.catch_warnings():
+                # scipy falls back to the asymptotic p-value when the exact one fails
+                warnings.simplefilter("ignore", RuntimeWarning)
+                r = ks_2samp(ref[:, c], new[:, c], method=method)
+            stat[c], p[c] = r.statistic, r.pvalue
+    return stat, p
+
+
+def _positive_column(model, X) -> np.ndarray:
+    """Probability of a positive outcome from a fitted binary classifier (one class allowed)."""
+    proba = model.predict_proba(X)
+    if proba.shape[1] == 2:
+        return proba[:, 1]
+    return np.full(proba.shape[0], 1.0 if bool(model.classes_[0]) else 0.0)
+
+
+def _fit_isotonic(r: np.ndarray, y: np.ndarray):
+    """Isotonic regression of the outcome on the raw probability (None if one outcome only)."""
+    from .calibrators import IsotonicCalibration
+
+    if y.all() or not y.any():
+        return None
+    return IsotonicCalibration().fit(r, y)
+
+
 class StructuredRecalibrator(BaseEstimator):
     """Recalibrate the events of a structured model (Algorithm 1 of Kuleshov & Liang).
+
+    With no arguments it works on any :class:`~structcal.StructuredPrediction` (chain or
+    graph, with or without unstructured scores or a lexicon): the events are the MAP and
+    marginal events, described by every Table 1 feature the inputs support plus the
+    model's raw probability (``features='auto'``), and for each event kind the
+    recalibration map is chosen by cross-validation (below), so that recalibration does
+    not make a reasonably calibrated model worse.
 
     Parameters
     ----------
     kinds : sequence of EventKind, optional
         The event set ``I(x)``; default ``[MAPEvent(), MarginalEvent()]``.
-    features : 'all', 'table1', list or dict, default='table1'
-        Features of the events (see :func:`~structcal.events.build_events`).
+    features : 'auto', 'table1', 'all', list or dict, default='auto'
+        Features of the events (see :func:`~structcal.events.build_events`); ``'auto'``
+        keeps every Table 1 feature whose requirements the inputs meet, plus the raw
+        probability where the kind has one.
     forecaster : estimator, optional
         A binary probabilistic classifier fit on (features, outcomes); cloned for each
-        kind. Default: a cross-validated :class:`~structcal.forecasters.KNNRegionForecaster`.
+        kind (its ``random_state``, if it has one left at None, is seeded from
+        ``random_state``). Default: a cross-validated
+        :class:`~structcal.forecasters.KNNRegionForecaster`.
+    method : {'auto', 'raw', 'isotonic', 'forecaster'} or dict, default='auto'
+        The recalibration map of each kind: ``'raw'`` keeps the model's probability as it
+        is, ``'isotonic'`` fits isotonic regression on it
+        (:class:`~structcal.calibrators.IsotonicCalibration`), ``'forecaster'`` fits
+        ``forecaster`` on the features (the paper's Algorithm 1), and ``'auto'`` picks the
+        candidate with the lowest cross-validated Brier score (ties go to the simpler one,
+        in that order). Kinds without a raw probability (e.g. predicates) have only the
+        forecaster. A dict maps kind names (or ``"pooled"``) to one of these.
+    cv : int, default=5
+        Folds of the cross-validation behind ``method='auto'``. Folds are drawn by input
+        (all events of an input fall in the same fold), at random with ``random_state``.
     pooled : bool, default=False
-        Fit one forecaster on all events (with one indicator column per kind) instead of
-        one per kind.
+        Fit one map on all events (with one indicator column per kind) instead of one per
+        kind.
     lexicon : Lexicon, optional
         Admissible labelings for ``phi_mp2`` and lexicon events.
     label_set : array-like of int, optional
         Confusable labels for ``phi_mp6``.
     label_names : sequence of str, optional
         Display names of labels.
+    shift_check : bool, default=True
+        At predict time, test whether the new inputs' raw probabilities and features are
+        distributed like the recalibration set's, and issue a
+        :class:`~structcal.exceptions.DistributionShiftWarning` if not (see
+        :meth:`shift_test`).
+    shift_alpha : float, default=0.01
+        Family-wise level of those tests (Bonferroni over kinds and columns).
+    random_state : int, Generator or None, default=None
+        Seeds the cross-validation folds, the forecasters and the shift tests' samples;
+        an int gives the same outputs for the same inputs.
 
     Attributes
     ----------
+    selection_ : dict of str to dict
+        For each kind (or ``"pooled"``): ``method`` (the one used), ``cv_brier`` (mean
+        held-out Brier score of each candidate, when ``method='auto'`` compared several),
+        ``n_events`` and ``n_items`` of the recalibration set. :meth:`format_selection`
+        prints it as a table.
     forecasters_ : dict of str to estimator
-        The fitted forecaster of each kind (key ``"pooled"`` when ``pooled=True``).
+        The fitted map of each kind whose method is ``'isotonic'`` (an
+        ``IsotonicCalibration`` of the raw probability) or ``'forecaster'`` (the region
+        forecaster on the features); kinds kept ``'raw'`` have no entry.
     feature_names_ : dict of str to tuple of str
-        The feature columns each forecaster uses.
+        The feature columns of each kind.
+    shift_reference_ : dict of str to ndarray of shape (n_inputs, n_columns)
+        One recalibration event per input (at most 5,000 inputs): the raw probability (if
+        the kind has one) and the features, the reference sample of the shift tests.
+    shift_columns_ : dict of str to list of str
+        Names of the columns of ``shift_reference_``.
     kinds_ : list of EventKind
+    n_events_fit_ : int
+
+    Notes
+    -----
+    *Selection.* The raw probability needs no fitting, so its score is its Brier score on
+    all events; isotonic regression and the forecaster are fit on ``cv - 1`` folds and
+    scored on the held-out one (the forecaster's own choice of region size is nested
+    inside). The chosen map is then fit on all events. The forecaster candidate is the
+    expensive one: about ``cv + 1`` forecaster fits per kind.
+
+    *Shift test.* Events of one input are not independent (the marginal events of a
+    sentence share its length, its MAP margin, ...), which makes a two-sample test on all
+    events far too eager; one event drawn at random per input gives independent samples
+    of the same per-input distribution in both sets. Each column gets a two-sided
+    Kolmogorov-Smirnov test (cheap, no tuning, and it sees a change of spread as well as
+    of location; for discrete columns it is conservative), with a Bonferroni correction.
+    A classifier two-sample test would see joint changes the marginal tests miss, but it
+    costs a model fit per batch and its level needs its own cross-validation. A batch
+    that is flagged is not necessarily miscalibrated: the warning says the fitted map was
+    not checked on data like it.
 
     Examples
     --------
-    >>> rec = StructuredRecalibrator(features=["phi_mp1", "phi_mg2"])  # doctest: +SKIP
+    >>> rec = StructuredRecalibrator(random_state=0)                      # doctest: +SKIP
     >>> rec.fit(pred_recal, y_recal)                                    # doctest: +SKIP
+    >>> print(rec.format_selection())                                   # doctest: +SKIP
     >>> rec.evaluate(pred_test, y_test).get("marginal").l2             # doctest: +SKIP
     """
 
@@ -268,20 +452,33 @@ class StructuredRecalibrator(BaseEstimator):
         self,
         kinds=None,
         *,
-        features="table1",
+        features="auto",
         forecaster=None,
+        method="auto",
+        cv=5,
         pooled=False,
         lexicon=None,
         label_set=None,
         label_names=None,
+        shift_check=True,
+        shift_alpha=0.01,
+        random_state=None,
     ):
         self.kinds = kinds
         self.features = features
         self.forecaster = forecaster
+        self.method = method
+        self.cv = cv
         self.pooled = pooled
         self.lexicon = lexicon
         self.label_set = label_set
         self.label_names = label_names
+        self.shift_check = shift_check
+        self.shift_alpha = shift_alpha
+        self.random_state = random_state
+
+    #: at most this many inputs in the reference sample of the shift tests
+    _SHIFT_CAP = 5000
 
     def _kinds(self):
         kinds = [MAPEvent(), MarginalEvent()] if self.kinds is None else list(self.kinds)
@@ -308,8 +505,50 @@ class StructuredRecalibrator(BaseEstimator):
         cols = np.flatnonzero(table.defined[k])
         return table.X[np.ix_(rows, cols)], tuple(table.feature_names[c] for c in cols)
 
-    def fit(self, pred, y_true, *, raw: bool = False):
-        """Fit the forecasters on the events of a recalibration set.
+    @staticmethod
+    def _rows(table: EventTable, key: str) -> np.ndarray:
+        if key == "pooled":
+            return np.ones(table.n_events, dtype=bool)
+        return table.kind == table.kind_names.index(key)
+
+    @staticmethod
+    def _raw(table: EventTable, rows) -> np.ndarray | None:
+        """The raw probabilities of the rows, or None if some event has none."""
+        if table.raw is None:
+            return None
+        r = table.raw[rows]
+        return r if np.isfinite(r).all() else None
+
+    def _method_of(self, key: str) -> str:
+        if isinstance(self.method, dict):
+            if key not in self.method:
+                raise ParameterError(
+                    f"`method` has no entry for {key!r}; it names {sorted(self.method)}"
+                )
+            m = self.method[key]
+        else:
+            m = self.method
+        return check_option(m, "method", ("auto",) + METHODS)
+
+    def _base_forecaster(self, seed: int):
+        if self.forecaster is None:
+            return KNNRegionForecaster(random_state=seed)
+        base = clone(self.forecaster)
+        if "random_state" in base.get_params(deep=False) and base.get_params()["random_state"] is None:
+            base.set_params(random_state=seed)
+        return base
+
+    def _check_params(self):
+        if isinstance(self.method, dict):
+            for m in self.method.values():
+                check_option(m, "method", ("auto",) + METHODS)
+        else:
+            check_option(self.method, "method", ("auto",) + METHODS)
+        check_int(self.cv, "cv", low=2)
+        check_float(self.shift_alpha, "shift_alpha", low=0.0, high=1.0)
+
+    def fit(self, pred, y_true, *, raw: bool = True):
+        """Choose and fit the recalibration map of each event kind on a recalibration set.
 
         Parameters
         ----------
@@ -317,28 +556,121 @@ class StructuredRecalibrator(BaseEstimator):
             Predictions on the recalibration inputs (disjoint from the model's training data).
         y_true : array-like or list of array-like
             Their true labelings.
-        raw : bool, default=False
-            Whether to also compute raw model probabilities (needed only if a feature
-            uses them).
+        raw : bool, default=True
+            Compute the model's raw probability of the events (needed by the ``'raw'`` and
+            ``'isotonic'`` methods and the shift test's ``raw`` column); False leaves only
+            the forecaster.
 
         Returns
         -------
         self
         """
+        self._check_params()
+        rng = check_random_state(self.random_state)
         self.kinds_ = self._kinds()
         table = self.events(pred, y_true, raw=raw)
-        base = KNNRegionForecaster() if self.forecaster is None else self.forecaster
-        self.forecasters_, self.feature_names_ = {}, {}
+        if isinstance(self.method, dict):
+            keys = ["pooled"] if self.pooled else list(table.kind_names)
+            unknown = sorted(set(self.method) - set(keys))
+            if unknown:
+                raise ParameterError(f"`method` names {unknown}, which are not among {keys}")
+        self.forecasters_, self.feature_names_, self.selection_ = {}, {}, {}
+        self.shift_reference_, self.shift_columns_ = {}, {}
         keys = ["pooled"] if self.pooled else list(table.kind_names)
         for key in keys:
+            rows = self._rows(table, key)
             X, names = self._design(table, key)
-            y = table.outcome if key == "pooled" else table.outcome[table.kind == table.kind_names.index(key)]
+            y = table.outcome[rows]
             if y.shape[0] == 0:
                 raise ParameterError(f"the recalibration set has no events of kind {key!r}")
-            self.forecasters_[key] = clone(base).fit(X, y)
+            r = self._raw(table, rows)
+            items = table.item[rows]
+            seed = int(rng.integers(0, 2**31 - 1))
+            method, scores = self._select(key, X, y, r, items, seed)
+            if method == "isotonic":
+                model = _fit_isotonic(r, y)
+                if model is not None:
+                    self.forecasters_[key] = model
+                else:  # one outcome only: the isotonic map is that constant; so is k-NN's
+                    method = "forecaster"
+            if method == "forecaster":
+                self.forecasters_[key] = self._base_forecaster(seed).fit(X, y)
             self.feature_names_[key] = names
+            self.selection_[key] = {
+                "method": method,
+                "cv_brier": scores,
+                "n_events": int(y.shape[0]),
+                "n_items": int(np.unique(items).shape[0]),
+            }
+            extra = r is not None and "raw" not in names  # raw as a column of its own
+            cols = (["raw"] if extra else []) + list(names)
+            ref = np.column_stack([r, X]) if extra else X
+            sample = _one_event_per_item(items, np.random.default_rng(seed), self._SHIFT_CAP)
+            self.shift_reference_[key] = np.ascontiguousarray(ref[sample])
+            self.shift_columns_[key] = cols
         self.n_events_fit_ = table.n_events
         return self
+
+    def _select(self, key, X, y, r, items, seed):
+        """The method of one kind and the cross-validated Brier score of each candidate."""
+        method = self._method_of(key)
+        if method in ("raw", "isotonic") and r is None:
+            raise ParameterError(
+                f"method {method!r} needs the model's raw probability of the events, and the "
+                f"events of {key!r} have none; use 'forecaster' or 'auto' for this kind "
+                "(method may be a dict per kind)"
+            )
+        if method != "auto":
+            return method, {}
+        if r is None:
+            return "forecaster", {}
+        n_folds = min(int(self.cv), np.unique(items).shape[0])
+        if n_folds < 2:  # a single input: nothing to hold out; keep the model's probability
+            return "raw", {}
+        fold = _item_folds(items, n_folds, np.random.default_rng(seed))
+        yf = y.astype(np.float64)
+        held_out = {"isotonic": np.empty(y.shape[0]), "forecaster": np.empty(y.shape[0])}
+        for f in range(n_folds):
+            test, train = fold == f, fold != f
+            iso = _fit_isotonic(r[train], y[train])
+            held_out["isotonic"][test] = (
+                float(y[train][0]) if iso is None else iso.predict_proba(r[test])[:, 1]
+            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SingleClassWarning)
+                model = self._base_forecaster(seed).fit(X[train], y[train])
+            held_out["forecaster"][test] = _positive_column(model, X[test])
+        scores = {"raw": float(np.mean((r - yf) ** 2))}
+        for name, p in held_out.items():
+            scores[name] = float(np.mean((p - yf) ** 2))
+        best = min(scores.values())
+        chosen = next(m for m in METHODS if scores[m] <= best + 1e-12)
+        return chosen, scores
+
+    def format_selection(self, scale: float = 100.0) -> str:
+        """A text table of the method chosen for each kind and the candidates' CV Brier scores.
+
+        Parameters
+        ----------
+        scale : float, default=100.0
+            Scores are multiplied by it (x100 as in the paper).
+        """
+        self._check_fitted()
+        lines = [f"{'kind':<18}{'events':>8}{'inputs':>8}  {'chosen':<12}"
+                 + "".join(f"{'cv ' + m:>15}" for m in METHODS)]
+        for key, sel in self.selection_.items():
+            line = f"{key:<18}{sel['n_events']:>8}{sel['n_items']:>8}  {sel['method']:<12}"
+            for m in METHODS:
+                v = sel["cv_brier"].get(m)
+                line += f"{'-' if v is None else format(v * scale, '.3f'):>15}"
+            lines.append(line)
+        return "\n".join(lines)
+
+    def _check_fitted(self):
+        if not hasattr(self, "selection_"):
+            from .exceptions import NotFittedError
+
+            raise NotFittedError("this StructuredRecalibrator is not fitted yet: call fit first")
 
     def predict(self, pred, y_true=None) -> CalibratedEvents:
         """Calibrated probabilities of the events of new inputs.
@@ -353,23 +685,98 @@ class StructuredRecalibrator(BaseEstimator):
         Returns
         -------
         CalibratedEvents
-        """
-        if not hasattr(self, "forecasters_"):
-            from .exceptions import NotFittedError
 
-            raise NotFittedError("this StructuredRecalibrator is not fitted yet: call fit first")
+        Warns
+        -----
+        DistributionShiftWarning
+            With ``shift_check=True``, when the raw probabilities or features of the new
+            events are distributed unlike the recalibration set's (:meth:`shift_test`).
+        """
+        self._check_fitted()
         table = self.events(pred, y_true)
         forecast = np.empty(table.n_events)
-        for key, model in self.forecasters_.items():
+        for key, sel in self.selection_.items():
             X, names = self._design(table, key)
             if names != self.feature_names_[key]:
                 raise ParameterError(f"feature columns of {key!r} differ from those seen in fit")
-            rows = np.ones(table.n_events, bool) if key == "pooled" else table.kind == table.kind_names.index(key)
-            proba = model.predict_proba(X)
-            forecast[rows] = proba[:, 1] if proba.shape[1] == 2 else np.where(
-                model.classes_[0] == True, 1.0, 0.0  # noqa: E712  (fit on one outcome)
-            )
+            rows = self._rows(table, key)
+            if sel["method"] == "forecaster":
+                forecast[rows] = _positive_column(self.forecasters_[key], X)
+                continue
+            r = self._raw(table, rows)
+            if r is None:
+                raise ParameterError(f"the events of {key!r} have no raw probability to recalibrate")
+            forecast[rows] = r if sel["method"] == "raw" else _positive_column(self.forecasters_[key], r)
+        if self.shift_check:
+            self._warn_if_shifted(self._shift_test(table))
         return CalibratedEvents(table, forecast)
+
+    def shift_test(self, pred) -> ShiftTest:
+        """Test whether the events of ``pred`` are distributed like the recalibration events.
+
+        Parameters
+        ----------
+        pred : StructuredPrediction
+            Predictions on new inputs.
+
+        Returns
+        -------
+        ShiftTest
+            KS statistic and Bonferroni-adjusted p-value per kind and column (see Notes of
+            the class).
+        """
+        self._check_fitted()
+        return self._shift_test(self.events(pred))
+
+    def _shift_test(self, table: EventTable) -> ShiftTest:
+        rng = check_random_state(self.random_state)
+        keys, cols, stats, pvals, n_ref, n_new = [], [], [], [], [], []
+        for key in self.selection_:
+            rows = self._rows(table, key)
+            X, _ = self._design(table, key)
+            r = self._raw(table, rows)
+            seed = int(rng.integers(0, 2**31 - 1))
+            if not rows.any():
+                continue
+            extra = len(self.shift_columns_[key]) == X.shape[1] + 1  # raw as a column of its own
+            if extra and r is None:
+                raise ParameterError(f"the events of {key!r} have no raw probability to compare")
+            new = np.column_stack([r, X]) if extra else X
+            sample = _one_event_per_item(table.item[rows], np.random.default_rng(seed), self._SHIFT_CAP)
+            ref = self.shift_reference_[key]
+            stat, p = _ks_pvalues(ref, new[sample])
+            keys += [key] * stat.shape[0]
+            cols += list(self.shift_columns_[key])
+            stats.append(stat)
+            pvals.append(p)
+            n_ref += [ref.shape[0]] * stat.shape[0]
+            n_new += [sample.shape[0]] * stat.shape[0]
+        stat = np.concatenate(stats) if stats else np.zeros(0)
+        p = np.concatenate(pvals) if pvals else np.zeros(0)
+        return ShiftTest(
+            key=tuple(keys), column=tuple(cols), statistic=stat,
+            pvalue=np.minimum(p * max(p.shape[0], 1), 1.0),
+            n_reference=np.asarray(n_ref, dtype=np.int64), n_new=np.asarray(n_new, dtype=np.int64),
+            alpha=float(self.shift_alpha),
+        )
+
+    @staticmethod
+    def _warn_if_shifted(test: ShiftTest):
+        if not test.shifted:
+            return
+        hits = test.flagged()
+        where = "; ".join(f"{k} {c} (KS {s:.2f}, p={p:.1g})" for k, c, s, p in hits[:4])
+        more = f" and {len(hits) - 4} more" if len(hits) > 4 else ""
+        warnings.warn(
+            f"the new inputs' events are distributed unlike the recalibration set's: {where}"
+            f"{more} (Kolmogorov-Smirnov, Bonferroni over {len(test.key)} tests, "
+            f"alpha={test.alpha:g}). The recalibration map may not transfer to them: refit "
+            "on data like these, or recalibrate online as outcomes arrive "
+            "(structcal.online.recalibrate_events / OnlineRecalibrator). "
+            "Pass shift_check=False to silence this check.",
+            DistributionShiftWarning,
+            stacklevel=3,
+        )
 
     def evaluate(self, pred, y_true, *, by="kind", n_bins: int = 10) -> CalibrationReport:
         """Raw vs calibrated l2 loss, calibration error and sharpness on new inputs."""

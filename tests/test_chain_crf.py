@@ -5,13 +5,14 @@ import json
 
 import numpy as np
 import pytest
+import scipy.sparse
 from scipy.special import logsumexp
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from structcal import ChainPotentials, ParameterError
 from structcal.crf import ChainCRF, ImageFeatures, _chain_kernels
-from structcal.crf.chain import _Layout, _Likelihood, _structured_hinge
+from structcal.crf.chain import _kernel_tokens, _Layout, _Likelihood, _structured_hinge
 from structcal.exceptions import ConvergenceWarning, NotFittedError, ParameterTypeError
 from structcal.inference import forward_backward, infer
 from structcal.inference.exact import exact_chain
@@ -170,8 +171,14 @@ def test_bcfw_factored_dual_reconstructs_the_weights():
         [(Z[a:b] @ Z[a:b].T + 1).ravel() for a, b in zip(offsets[:-1], offsets[1:])]
     )
     kernel_gram = np.empty_like(gram)
-    _chain_kernels.chain_grams(Z, offsets, goff, kernel_gram)
+    _chain_kernels.chain_grams(*_kernel_tokens(Z), offsets, goff, kernel_gram)
     np.testing.assert_allclose(kernel_gram, gram, rtol=1e-13)
+    Zs = Z.copy()
+    Zs[np.abs(Zs) < 0.5] = 0.0  # the sparse path: row dot products by merging indices
+    _chain_kernels.chain_grams(*_kernel_tokens(scipy.sparse.csr_matrix(Zs)), offsets, goff, kernel_gram)
+    np.testing.assert_allclose(kernel_gram, np.concatenate(
+        [(Zs[a:b] @ Zs[a:b].T + 1).ravel() for a, b in zip(offsets[:-1], offsets[1:])]
+    ), rtol=1e-13)
     theta, acc, n_up = np.zeros(layout.size), np.zeros(layout.size), np.zeros(1)
     mu = np.eye(K)[labels]
     edge_mu = np.zeros((n, K, K))
@@ -184,7 +191,7 @@ def test_bcfw_factored_dual_reconstructs_the_weights():
     avg = np.zeros(layout.size)
     for m, block in enumerate(np.concatenate([rng.permutation(n) for _ in range(7)]), 1):
         _chain_kernels.bcfw_pass(
-            Z, goff, gram, offsets, labels, np.array([block]), lam * n, True,
+            *_kernel_tokens(Z), goff, gram, offsets, labels, np.array([block]), lam * n, True,
             theta, mu, edge_mu, loss_i, True, acc, n_up,
         )  # fmt: skip
         avg += 2.0 / (m + 1) * (theta - avg)
@@ -581,10 +588,8 @@ def test_bad_lengths_and_hyperparameters():
         ChainCRF().fit(X, y, lengths=[1, 1])
     with pytest.raises(ParameterError, match="`lengths` must be None when `X` is a list"):
         ChainCRF().fit([X], [y], lengths=[3])
-    with pytest.raises(ParameterTypeError, match="sparse input is not supported"):
-        import scipy.sparse
-
-        ChainCRF().fit(scipy.sparse.csr_matrix(X), y)
+    with pytest.raises(ParameterTypeError, match="ImageFeatures takes dense tokens"):
+        ChainCRF(features=ImageFeatures(image_shape=(1, 2))).fit(scipy.sparse.csr_matrix(X), y)
     for params, match in [
         ({"method": "svm"}, "`method` must be one of"),
         ({"alpha": 0.0}, "`alpha` must be > 0"),

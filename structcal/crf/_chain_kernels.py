@@ -130,20 +130,76 @@ def expected_statistics_serial(
         )
 
 
+# Token features reach the max-margin kernels either dense, ``X`` (n_tokens, d), or as
+# the CSR arrays ``data, indices, indptr`` of a sparse matrix with ``sparse=True`` (then
+# ``X`` is an empty (0, d) array that only carries ``d``, and with ``sparse=False`` the
+# CSR arrays are empty). The three helpers below are the only places that read a token.
+
+
 @kernel
-def chain_grams(X, offsets, gram_offsets, gram):
+def _row_dot(X, data, indices, indptr, sparse, r1, r2):
+    """``<x_r1, x_r2>`` (sparse rows: a merge of their sorted column indices)."""
+    acc = 0.0
+    if sparse:
+        p, q = indptr[r1], indptr[r2]
+        p1, q1 = indptr[r1 + 1], indptr[r2 + 1]
+        while p < p1 and q < q1:
+            if indices[p] == indices[q]:
+                acc += data[p] * data[q]
+                p += 1
+                q += 1
+            elif indices[p] < indices[q]:
+                p += 1
+            else:
+                q += 1
+    else:
+        for f in range(X.shape[1]):
+            acc += X[r1, f] * X[r2, f]
+    return acc
+
+
+@kernel
+def _row_scores(X, data, indices, indptr, sparse, r, W, out):
+    """``out[k] = <W[k], x_r>`` for every label ``k``."""
+    K = W.shape[0]
+    for k in range(K):
+        out[k] = 0.0
+    if sparse:
+        for p in range(indptr[r], indptr[r + 1]):
+            f = indices[p]
+            v = data[p]
+            for k in range(K):
+                out[k] += W[k, f] * v
+    else:
+        for k in range(K):
+            acc = 0.0
+            for f in range(X.shape[1]):
+                acc += W[k, f] * X[r, f]
+            out[k] = acc
+
+
+@kernel
+def _add_row(X, data, indices, indptr, sparse, r, a, w):
+    """``w += a * x_r`` (``w`` a weight row of length d)."""
+    if sparse:
+        for p in range(indptr[r], indptr[r + 1]):
+            w[indices[p]] += a * data[p]
+    else:
+        for f in range(X.shape[1]):
+            w[f] += a * X[r, f]
+
+
+@kernel
+def chain_grams(X, data, indices, indptr, sparse, offsets, gram_offsets, gram):
     """Write each chain's token Gram matrix ``X_i X_i^T + 1`` (row-major) into ``gram``."""
     n = offsets.shape[0] - 1
-    d = X.shape[1]
     for i in range(n):
         s = offsets[i]
         L = offsets[i + 1] - s
         g0 = gram_offsets[i]
         for t in range(L):
             for t2 in range(t, L):
-                acc = 1.0
-                for f in range(d):
-                    acc += X[s + t, f] * X[s + t2, f]
+                acc = 1.0 + _row_dot(X, data, indices, indptr, sparse, s + t, s + t2)
                 gram[g0 + t * L + t2] = acc
                 gram[g0 + t2 * L + t] = acc
 
@@ -162,7 +218,7 @@ def unpack(theta, K, d):
 
 @kernel
 def _bcfw_step(
-    X, s, L, i, gamma, step, delta, dedge, ell_s, use_start_end,
+    X, data, indices, indptr, sparse, s, L, i, gamma, step, delta, dedge, ell_s, use_start_end,
     theta, mu, edge_mu, loss_i, acc, acc_weight,
 ):
     """Move block ``i`` a fraction ``gamma`` towards its Frank-Wolfe corner.
@@ -185,13 +241,11 @@ def _bcfw_step(
             dk = delta[t, k]
             if dk != 0.0:
                 sdk = step * dk
-                for f in range(d):
-                    W[k, f] -= sdk * X[s + t, f]
+                _add_row(X, data, indices, indptr, sparse, s + t, -sdk, W[k])
                 b[k] -= sdk
                 if do_acc:
                     adk = acc_weight * sdk
-                    for f in range(d):
-                        AW[k, f] -= adk * X[s + t, f]
+                    _add_row(X, data, indices, indptr, sparse, s + t, -adk, AW[k])
                     Ab[k] -= adk
     for k in range(K):
         for j in range(K):
@@ -216,8 +270,8 @@ def _bcfw_step(
 
 @kernel
 def bcfw_pass(
-    X, gram_offsets, gram, offsets, labels, order, lam_n, use_start_end,
-    theta, mu, edge_mu, loss_i, averaged, acc, n_updates,
+    X, data, indices, indptr, sparse, gram_offsets, gram, offsets, labels, order, lam_n,
+    use_start_end, theta, mu, edge_mu, loss_i, averaged, acc, n_updates,
 ):
     """One pass of block-coordinate Frank-Wolfe for the Hamming-loss structured SVM.
 
@@ -230,8 +284,13 @@ def bcfw_pass(
 
     Parameters
     ----------
-    X : ndarray of shape (n_tokens, d)
+    X : ndarray of shape (n_tokens, d), or (0, d) when ``sparse``
         Token features (the bias is an implicit constant feature 1).
+    data, indices, indptr : ndarray
+        With ``sparse``, the token features as a CSR matrix (float64, int64, int64;
+        sorted indices); else empty and unused.
+    sparse : bool
+        Which representation holds the features.
     gram_offsets : ndarray of shape (n_chains + 1,), int64
         Chain ``i``'s (L_i, L_i) token Gram matrix ``X_i X_i^T + 1`` is
         ``gram[gram_offsets[i]:gram_offsets[i + 1]]`` (row-major).
@@ -293,7 +352,11 @@ def bcfw_pass(
         if L == 0:
             continue
         # unary scores <W_k, x_t> + b_k (+ start/end) and the loss-augmented version
-        unary[:L] = np.dot(X[s : s + L], W.T)
+        if sparse:
+            for t in range(L):
+                _row_scores(X, data, indices, indptr, sparse, s + t, W, unary[t])
+        else:
+            unary[:L] = np.dot(X[s : s + L], W.T)
         for t in range(L):
             for k in range(K):
                 unary[t, k] += b[k]
@@ -358,7 +421,8 @@ def bcfw_pass(
             acc_weight = 0.5 * n_updates[0] * (n_updates[0] - 1.0)
         if gamma > 0.0:
             _bcfw_step(
-                X, s, L, i, gamma, gamma / lam_n, delta, dedge, ell_s, use_start_end,
+                X, data, indices, indptr, sparse, s, L, i, gamma, gamma / lam_n, delta, dedge,
+                ell_s, use_start_end,
                 theta, mu, edge_mu, loss_i, acc, acc_weight,
             )
     return gap, n_wrong

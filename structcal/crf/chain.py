@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 import scipy.optimize
+import scipy.sparse
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -56,11 +57,28 @@ _PARALLEL_MIN_CHAINS = 256
 # --------------------------------------------------------------------------- input checks
 
 
+def _sparse_iv(x, name):
+    """A canonical float64 CSR matrix (sorted indices, no duplicates, finite values)."""
+    if x.ndim != 2:
+        raise ParameterError(f"`{name}` must be 2-d (n_tokens, n_features); got {x.ndim}-d")
+    if np.issubdtype(x.dtype, np.complexfloating) or not (
+        np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)
+        or x.dtype == np.bool_
+    ):
+        raise ParameterTypeError(f"`{name}` must hold real numbers; got dtype {x.dtype}")
+    x = scipy.sparse.csr_matrix(x, dtype=np.float64, copy=True)
+    x.sum_duplicates()  # also sorts the indices
+    if not np.isfinite(x.data).all():
+        raise ParameterError(f"`{name}` contains NaN or inf")
+    return x
+
+
 def _sequences_iv(X, lengths, name="X"):
-    """Return ``(flat (n_tokens, n_features) float64, offsets, as_list)``.
+    """Return ``(flat (n_tokens, n_features), offsets, as_list)``.
 
     ``X`` is a list/tuple of 2-d arrays (one per chain), or a 2-d array of tokens with
-    ``lengths`` (``None``: every token is a chain of length one).
+    ``lengths`` (``None``: every token is a chain of length one). ``flat`` is a float64
+    ndarray, or a canonical CSR matrix when any input is a ``scipy.sparse`` matrix.
     """
     if isinstance(X, (list, tuple)):
         if lengths is not None:
@@ -70,30 +88,36 @@ def _sequences_iv(X, lengths, name="X"):
             )
         if len(X) == 0:
             raise ParameterError(f"`{name}` must hold at least one chain; got an empty list")
+        sparse = any(scipy.sparse.issparse(x) for x in X)
         parts = []
         for c, x in enumerate(X):
-            x = as_float_array(x, f"{name}[{c}]", ndim=2)
+            if scipy.sparse.issparse(x):
+                x = _sparse_iv(x, f"{name}[{c}]")
+            else:
+                x = as_float_array(x, f"{name}[{c}]", ndim=2)
             if parts and x.shape[1] != parts[0].shape[1]:
                 raise ParameterError(
                     f"every chain of `{name}` must have the same number of features; "
                     f"{name}[0] has {parts[0].shape[1]} and {name}[{c}] has {x.shape[1]}"
                 )
             parts.append(x)
-        flat = np.concatenate(parts, axis=0)
+        if sparse:
+            flat = scipy.sparse.vstack(parts, format="csr", dtype=np.float64)
+            flat.sum_duplicates()
+        else:
+            flat = np.concatenate(parts, axis=0)
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         np.cumsum([p.shape[0] for p in parts], out=offsets[1:])
         return flat, offsets, True
-    if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+    if scipy.sparse.issparse(X):
+        flat = _sparse_iv(X, name)
+    elif not isinstance(X, np.ndarray) and not hasattr(X, "__array__"):
         raise ParameterTypeError(
-            f"sparse input is not supported: pass `{name}` as a dense array (e.g. "
-            f"`{name}.toarray()`); got {type(X).__name__}"
+            f"`{name}` must be a list of (length, n_features) arrays or a 2-d array of tokens "
+            f"(dense or scipy.sparse); got {describe(X)}"
         )
-    if not isinstance(X, np.ndarray) and not hasattr(X, "__array__"):
-        raise ParameterTypeError(
-            f"`{name}` must be a list of (length, n_features) arrays or a 2-d array of tokens; "
-            f"got {describe(X)}"
-        )
-    flat = as_float_array(X, name, ndim=2)
+    else:
+        flat = as_float_array(X, name, ndim=2)
     if lengths is None:
         offsets = np.arange(flat.shape[0] + 1, dtype=np.int64)
     else:
@@ -142,6 +166,18 @@ def _labels_iv(y, offsets, n_states=None):
     return y
 
 
+def _kernel_tokens(Z):
+    """``(X, data, indices, indptr, sparse)``: token features as the max-margin kernels take them."""
+    if scipy.sparse.issparse(Z):
+        return (
+            np.empty((0, Z.shape[1])), np.ascontiguousarray(Z.data, dtype=np.float64),
+            np.ascontiguousarray(Z.indices, dtype=np.int64),
+            np.ascontiguousarray(Z.indptr, dtype=np.int64), True,
+        )
+    empty = np.empty(0, dtype=np.int64)
+    return np.ascontiguousarray(Z), np.empty(0), empty, np.zeros(1, dtype=np.int64), False
+
+
 def _split(values, offsets):
     return [values[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
 
@@ -171,6 +207,9 @@ class _Likelihood:
 
     def __init__(self, Z, offsets, labels, n_states, alpha, start_end):
         self.Z, self.offsets, self.labels = Z, offsets, labels
+        # sparse features: products with Z^T go through its CSR transpose (made once), so
+        # nothing of size n_tokens x n_features is ever dense
+        self.Zt = Z.T.tocsr() if scipy.sparse.issparse(Z) else None
         self.layout = _Layout(n_states, Z.shape[1])
         self.alpha, self.start_end = alpha, start_end
         K = n_states
@@ -185,7 +224,7 @@ class _Likelihood:
         self.Y = Y
         emp = np.zeros(self.layout.size)
         eW, eb, eT, es, ee = self.layout.unpack(emp)
-        eW[:] = Y.T @ Z
+        eW[:] = Y.T @ Z if self.Zt is None else (self.Zt @ Y).T
         eb[:] = Y.sum(axis=0)
         has_next = np.ones(n_tokens, dtype=bool)
         has_next[offsets[1:][nonempty] - 1] = False
@@ -205,7 +244,7 @@ class _Likelihood:
 
     def unary(self, theta):
         W, b, _, s, e = self.layout.unpack(theta)
-        U = self.Z @ W.T
+        U = np.asarray(self.Z @ W.T)
         U += b
         if self.start_end:
             U[self.first] += s
@@ -233,7 +272,10 @@ class _Likelihood:
         obj = (self.logz.sum() - gold) / n + 0.5 * self.alpha * np.dot(theta, theta)
         grad = np.empty_like(theta)
         gW, gb, gT, gs, ge = self.layout.unpack(grad)
-        np.dot(self.marg.T, self.Z, out=gW)
+        if self.Zt is None:
+            np.dot(self.marg.T, self.Z, out=gW)
+        else:
+            gW[:] = (self.Zt @ self.marg).T
         gb[:] = self.marg.sum(axis=0)
         gT[:] = self.edge_sum.sum(axis=0)
         if self.start_end:
@@ -251,7 +293,7 @@ class _Likelihood:
 def _structured_hinge(layout, theta, Z, offsets, labels, start_end):
     """``(1 / n) sum_i max_y [Hamming(y_i, y) + score(y) - score(y_i)]`` at ``theta``."""
     W, b, T, s, e = layout.unpack(theta)
-    U = Z @ W.T + b
+    U = np.asarray(Z @ W.T) + b
     lengths = np.diff(offsets)
     p = ChainPotentials.from_scores(
         U, lengths, T, s if start_end else None, e if start_end else None
@@ -352,6 +394,28 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
     Outputs follow the input layout: a list in, a list of per-chain arrays out; an array
     in, one flat array out.
 
+    Token features may be ``scipy.sparse`` matrices (any format; used as CSR): one
+    ``(length_i, n_features)`` matrix per chain, or one stacked ``(n_tokens, n_features)``
+    matrix with ``lengths``. Both training methods then stay sparse (the unary scores
+    and the likelihood gradient are sparse-dense products; max-margin reads only the
+    stored entries of each token) and give the same model as the dense path, to rounding.
+    For text, build the matrix with scikit-learn's vectorisers, e.g. token feature dicts
+    -> ``DictVectorizer`` (or ``FeatureHasher`` with ``input_type='dict'``) -> ``ChainCRF``::
+
+        from sklearn.feature_extraction import DictVectorizer
+
+        def token_features(sent, t):
+            w = sent[t]
+            return {"lower=" + w.lower(): 1, "suffix3=" + w[-3:]: 1,
+                    "is_title": w.istitle(), "prev=" + (sent[t - 1].lower() if t else "<s>"): 1}
+
+        vec = DictVectorizer()
+        X = vec.fit_transform([token_features(s, t) for s in sents for t in range(len(s))])
+        crf = ChainCRF(alpha=1e-3).fit(X, np.concatenate(tags), [len(s) for s in sents])
+        X_new = vec.transform([...])          # the same dicts for new sentences
+
+    A feature map (``features=``) takes dense tokens only.
+
     References
     ----------
     J. Lafferty, A. McCallum, F. Pereira, *Conditional random fields: probabilistic models
@@ -396,6 +460,11 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self.features is None  # feature maps take dense tokens
+        return tags
+
     # ------------------------------------------------------------------ validation
 
     def _params_iv(self):
@@ -432,6 +501,11 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
             )
         if self.features_ is None:
             return flat
+        if scipy.sparse.issparse(flat):
+            raise ParameterTypeError(
+                f"the feature map {type(self.features_).__name__} takes dense tokens; got a "
+                "sparse matrix (pass features=None to use sparse token features as they are)"
+            )
         return self.features_.transform(flat)
 
     # ------------------------------------------------------------------ fit
@@ -443,7 +517,7 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
         ----------
         X : list of array-like, or array-like of shape (n_tokens, n_features)
             Token features: one ``(length_i, n_features)`` array per chain, or every
-            token laid end to end (see Notes of the class).
+            token laid end to end (see Notes of the class). Dense or ``scipy.sparse``.
         y : list of array-like, or array-like of shape (n_tokens,)
             Integer labels in ``[0, n_states)``: one ``(length_i,)`` array per chain, or
             laid end to end.
@@ -467,6 +541,11 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
             )
         K = n_states if n_states is not None else int(labels.max()) + 1
         self.n_features_in_ = flat.shape[1]
+        if self.features is not None and scipy.sparse.issparse(flat):
+            raise ParameterTypeError(
+                f"the feature map {type(self.features).__name__} takes dense tokens; got a "
+                "sparse matrix (pass features=None to use sparse token features as they are)"
+            )
         self.features_ = None if self.features is None else clone(self.features).fit(flat)
         Z = self._transform(flat)
         layout = _Layout(K, Z.shape[1])
@@ -541,7 +620,8 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
         gram_offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths * lengths, out=gram_offsets[1:])
         gram = np.empty(int(gram_offsets[-1]))
-        _chain_kernels.chain_grams(Z, offsets, gram_offsets, gram)
+        tokens = _kernel_tokens(Z)
+        _chain_kernels.chain_grams(*tokens, offsets, gram_offsets, gram)
         theta = np.zeros(layout.size)
         acc = np.zeros(layout.size)  # averaging accumulator, see averaged_iterate
         n_updates = np.zeros(1)
@@ -561,7 +641,7 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
         for it in range(1, max_iter + 1):
             order = rng.permutation(n).astype(np.int64)
             est, _ = _chain_kernels.bcfw_pass(
-                Z, gram_offsets, gram, offsets, labels, order, alpha * n, start_end,
+                *tokens, gram_offsets, gram, offsets, labels, order, alpha * n, start_end,
                 theta, mu, edge_mu, loss_i, averaging, acc, n_updates,
             )
             report = verbose and it % verbose == 0
@@ -598,7 +678,7 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
         check_is_fitted(self, "coef_")
         flat, offsets, as_list = _sequences_iv(X, lengths)
         Z = self._transform(flat)
-        U = Z @ self.coef_.T
+        U = np.asarray(Z @ self.coef_.T)
         U += self.intercept_
         p = ChainPotentials.from_scores(
             U, np.diff(offsets), self.transitions_,

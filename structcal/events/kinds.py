@@ -135,6 +135,8 @@ class EventKind:
     #: whether the MAP labeling lies in every event of this kind (``I[MAP in E]`` is
     #: constant 1, as for the paper's MAP and marginal events)
     contains_map = False
+    #: structures on which :meth:`probabilities` computes the model's probability
+    probability_structures = ("chain", "graph")
 
     def instances(self, pred) -> EventInstances:
         """The events of this kind for every input of ``pred``."""
@@ -151,6 +153,11 @@ class EventKind:
     def map_in_event(self, pred, events: EventInstances) -> np.ndarray:
         """``I[MAP in E]`` of each event."""
         raise ParameterTypeError(f"{type(self).__name__} does not define map_in_event")
+
+    def has_probability_for(self, pred) -> bool:
+        """Whether :meth:`probabilities` gives the model's probability of these events on ``pred``."""
+        structure = "chain" if isinstance(pred.potentials, ChainPotentials) else "graph"
+        return bool(self.has_probability) and structure in self.probability_structures
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -256,6 +263,7 @@ class SpanEquals(EventKind):
     """
 
     scope = "item"
+    probability_structures = ("chain",)
 
     def __init__(self, start: int, labels, *, on_short: str = "error", name: str | None = None):
         self.start = check_int(start, "start")
@@ -325,6 +333,7 @@ class InLexicon(EventKind):
     """
 
     scope = "item"
+    probability_structures = ("chain",)
 
     def __init__(self, lexicon, *, name: str = "in_lexicon"):
         from .lexicon import Lexicon

@@ -232,7 +232,7 @@ def _y_true_iv(pred, y_true) -> np.ndarray:
     )
 
 
-def _feature_plan(kinds, features):
+def _feature_plan(kinds, features, pred, lexicon):
     """For each kind, the list of Feature objects to compute."""
     plans = []
     if isinstance(features, dict):
@@ -256,9 +256,18 @@ def _feature_plan(kinds, features):
                 names = groups["all"] + ([] if kind.contains_map else ["map_in_event"])
             elif features == "all":
                 names = groups["all"] + ["map_in_event"] + (["raw"] if kind.has_probability else [])
+            elif features == "auto":
+                # every Table 1 feature the inputs support (each feature's declared
+                # requirements), I[MAP in E] where it is informative, and the raw probability
+                names = groups["all"] + ([] if kind.contains_map else ["map_in_event"]) + ["raw"]
+                names = [
+                    n for n in names
+                    if not _features.resolve(n, kind.scope).missing(pred, kind, lexicon)
+                ]
             else:
                 raise ParameterError(
-                    f"`features` must be 'all', 'table1', a list of names or a dict; got {features!r}"
+                    "`features` must be 'auto', 'all', 'table1', a list of names or a dict; "
+                    f"got {features!r}"
                 )
         else:
             names = list(features)
@@ -299,11 +308,14 @@ def build_events(
         The event set ``I(x)``, e.g. ``[MAPEvent(), MarginalEvent()]``.
     y_true : array-like of shape (n_nodes,) or list of array-like, optional
         True labelings; fills the ``outcome`` column.
-    features : 'all', 'table1', list of str or Feature, or dict, default='all'
+    features : 'auto', 'all', 'table1', list of str or Feature, or dict, default='all'
         ``'table1'``: every Table 1 feature of each kind's scope (plus ``map_in_event``
         for kinds other than the MAP and marginal events, whose outcome the Table 1
         features alone do not describe); ``'all'``: those plus ``raw`` and
-        ``map_in_event``. A list is applied to every kind where a feature's
+        ``map_in_event``; ``'auto'``: ``'table1'`` plus ``raw``, keeping only the features
+        whose requirements the inputs meet (no unstructured scores: no ``phi_no*``; no
+        lexicon: no ``phi_mp2``; no model probability for the kind: no ``raw``). The
+        other choices raise when a feature's requirement is not met. A list is applied to every kind where a feature's
         scope fits (a name that fits no kind is an error); a dict maps kind names to lists.
     lexicon : Lexicon, optional
         Admissible labelings G (needed by ``phi_mp2``).
@@ -349,16 +361,14 @@ def build_events(
         label_set = as_int_array(np.asarray(label_set), "label_set", ndim=1, low=0, high=pred.n_states)
     if y_true is not None:
         y_true = _y_true_iv(pred, y_true)
-    plans = _feature_plan(kinds, features)
+    plans = _feature_plan(kinds, features, pred, lexicon)
     for kind, plan in zip(kinds, plans):
         for f in plan:
-            if "unstructured_scores" in f.requires and pred.unstructured_scores is None:
+            missing = f.missing(pred, kind, lexicon)
+            if missing:
                 raise ParameterError(
-                    f"feature {f.name!r} needs the scores of an unstructured classifier: pass "
-                    "unstructured_scores= to StructuredPrediction"
+                    f"feature {f.name!r} (event kind {kind.name!r}) needs {missing[0]}"
                 )
-            if "lexicon" in f.requires and lexicon is None:
-                raise ParameterError(f"feature {f.name!r} needs a `lexicon`")
 
     blocks = []
     columns: list[str] = []
@@ -411,8 +421,10 @@ def build_events(
             parts["sizes"].append(np.zeros(n, dtype=np.int64))
         if y_true is not None:
             parts["outcome"].append(np.asarray(kind.outcomes(pred, events, y_true), dtype=bool))
-        if raw:
+        if raw and kind.has_probability_for(pred):
             parts["raw"].append(np.asarray(ctx.memo("raw", lambda: kind.probabilities(pred, events)), dtype=np.float64))
+        elif raw:  # no model probability for this kind on these potentials
+            parts["raw"].append(np.full(n, np.nan))
         row += n
     node = np.concatenate(parts["node"])
     item = np.concatenate(parts["item"])

@@ -1,0 +1,235 @@
+"""StructuredRecalibrator's defaults: features the inputs support, method chosen by CV, shift test."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from structcal import ChainPotentials, ParameterError, StructuredPrediction
+from structcal.calibrators import IsotonicCalibration
+from structcal.events import MAPEvent, MarginalEvent, Predicate, build_events
+from structcal.exceptions import DistributionShiftWarning
+from structcal.features import REQUIREMENTS, get_feature, register_feature
+from structcal.forecasters import KNNRegionForecaster
+from structcal.recalibration import METHODS, ShiftTest, StructuredRecalibrator, _item_folds
+
+from ._graph_problems import random_graphs
+from .test_recalibration import _overconfident_world
+
+SMALL_KNN = KNNRegionForecaster(k_grid=[10, 25, 50, 100])
+
+
+def test_auto_features_follow_declared_requirements():
+    pred, y, _ = _overconfident_world(20, seed=0)
+    kinds = [MAPEvent(), MarginalEvent(), Predicate(lambda lab: bool(lab[0] == 0), "first0")]
+    t = build_events(pred, kinds, y_true=y, features="auto")
+    names = {k: t.group_by("kind")[k].feature_names for k in t.kind_names}
+    assert names["map"] == ("phi_mp1", "phi_mp3", "phi_mg1", "raw")  # no phi_no1, no phi_mp2
+    assert set(names["marginal"]) == {"phi_mp4", "phi_mp5", "phi_mp7", "phi_mg2", "phi_mg3", "raw"} | {
+        f"phi_mp6[{a}]" for a in range(pred.n_states)
+    }
+    # a predicate has no model probability: I[MAP in E] but no raw column, raw is NaN
+    assert names["first0"] == ("phi_mp1", "phi_mp3", "phi_mg1", "map_in_event")
+    assert np.isnan(t.raw[t.kind == 2]).all()
+    # the requirements are declared by the features, not listed in build_events
+    assert get_feature("phi_no1").requires == ("unstructured_scores",)
+    assert get_feature("phi_mp2").requires == ("lexicon",)
+    assert set(REQUIREMENTS) == {"unstructured_scores", "lexicon", "probability"}
+    assert get_feature("phi_no2").missing(pred, MarginalEvent()) == [REQUIREMENTS["unstructured_scores"].needs]
+    # with unstructured scores the phi_no features come back
+    scored = StructuredPrediction(pred.potentials, unstructured_scores=np.zeros((pred.n_nodes, pred.n_states)))
+    t = build_events(scored, [MAPEvent()], features="auto")
+    assert t.feature_names == ("phi_no1", "phi_mp1", "phi_mp3", "phi_mg1", "raw")
+    # a user feature with a requirement is dropped by 'auto' when it is not met
+    register_feature("test_needs_lexicon", scope="item", requires=["lexicon"], replace=True)(
+        lambda ctx: np.zeros(len(ctx.events))
+    )
+    with pytest.raises(ParameterError, match="needs a `lexicon`"):
+        build_events(pred, [MAPEvent()], features=["test_needs_lexicon"])
+    with pytest.raises(ParameterError, match="unknown `requires`"):
+        register_feature("test_bad_req", scope="item", requires=["gpu"])
+
+
+def test_default_recalibrator_on_ocr_shipped_model():
+    from structcal.demos import ocr_setup
+
+    setup = ocr_setup("ocr_chain_crf")
+    # random subsets: the first words of a split are not a random sample (their lengths
+    # differ, and the shift test rightly says so)
+    rng = np.random.default_rng(0)
+    recal = setup.recalibration.subset(np.sort(rng.choice(setup.recalibration.n_words, 500, replace=False)))
+    test = setup.test.subset(np.sort(rng.choice(setup.test.n_words, 300, replace=False)))
+    rec = StructuredRecalibrator(random_state=0).fit(setup.predict(recal), recal.labels)
+    assert set(rec.selection_) == {"map", "marginal"}
+    for key, sel in rec.selection_.items():
+        assert sel["method"] in METHODS
+        assert set(sel["cv_brier"]) == set(METHODS)
+        assert sel["cv_brier"][sel["method"]] == min(sel["cv_brier"].values())
+        assert sel["n_items"] == 500
+    assert "phi_no1" in rec.feature_names_["map"] and "phi_mp2" not in rec.feature_names_["map"]
+    assert rec.feature_names_["map"][-1] == "raw"
+    table = rec.format_selection()
+    assert "cv isotonic" in table and "marginal" in table
+    report = rec.evaluate(setup.predict(test), test.labels)
+    for kind in ("map", "marginal"):
+        # held-out Brier no worse than the raw model's beyond noise
+        assert report.get(kind, "calibrated").l2 <= report.get(kind, "raw").l2 + 0.01
+
+
+def test_default_recalibrator_on_graphs():
+    rng = np.random.default_rng(0)
+    p = random_graphs(rng, 3, [6] * 240, topology="loopy", kind="potts", scale=1.5)
+    pred = StructuredPrediction(p)
+    y = pred.map_labels.copy()
+    flip = rng.random(y.shape[0]) < 0.15
+    y[flip] = (y[flip] + 1) % 3
+    half = int(pred.item_offsets[120])
+    rec = StructuredRecalibrator(forecaster=SMALL_KNN, random_state=0)
+    rec.fit(pred.subset(np.arange(120)), y[:half])
+    assert set(rec.selection_) == {"map", "marginal"}
+    assert "raw" in rec.feature_names_["marginal"]
+    out = rec.predict(pred.subset(np.arange(120, 240)), y[half:])
+    assert ((out.forecast >= 0) & (out.forecast <= 1)).all()
+
+
+def _two_population_world(n_words, seed):
+    """Short words from a calibrated model, long words from one 4x over-confident.
+
+    Isotonic regression on the raw probability cannot tell the populations apart; a
+    forecaster that also sees the length (phi_mp1) can.
+    """
+    parts = [_overconfident_world(n_words // 2, seed, temperature=1.0, L=3),
+             _overconfident_world(n_words // 2, seed + 100, temperature=4.0, L=8)]
+    unary = np.concatenate([p.potentials.unary for p, _, _ in parts])
+    offsets = np.r_[0, np.cumsum(np.concatenate([p.lengths for p, _, _ in parts]))]
+    # each half keeps the transition matrix of its own temperature: one matrix per edge
+    pairwise = np.concatenate([
+        np.broadcast_to(p.potentials.pairwise, (p.potentials.n_edges,) + p.potentials.pairwise.shape)
+        for p, _, _ in parts
+    ])
+    pot = ChainPotentials(unary, offsets, pairwise)
+    return StructuredPrediction(pot), np.concatenate([y for _, y, _ in parts])
+
+
+def test_auto_chooses_what_the_data_call_for():
+    # a calibrated model: its raw probability is kept (or isotonic, within noise)
+    pred, y, _ = _overconfident_world(400, seed=10, temperature=1.0)
+    rec = StructuredRecalibrator(kinds=[MarginalEvent()], forecaster=SMALL_KNN, random_state=0).fit(pred, y)
+    sel = rec.selection_["marginal"]
+    assert sel["method"] in ("raw", "isotonic")
+    assert sel["cv_brier"]["raw"] < sel["cv_brier"]["forecaster"] + 1e-3
+    # an over-confident one: the raw probability loses clearly
+    pred, y, _ = _overconfident_world(400, seed=11, temperature=3.0)
+    rec.fit(pred, y)
+    sel = rec.selection_["marginal"]
+    assert sel["method"] != "raw"
+    assert sel["cv_brier"]["raw"] > min(sel["cv_brier"]["isotonic"], sel["cv_brier"]["forecaster"]) + 0.02
+    # two populations only the features can tell apart: the forecaster wins
+    pred, y = _two_population_world(1200, seed=12)
+    rec = StructuredRecalibrator(kinds=[MAPEvent()], features=["phi_mp1", "raw"],
+                                 forecaster=SMALL_KNN, random_state=0).fit(pred, y)
+    sel = rec.selection_["map"]
+    assert sel["method"] == "forecaster"
+    assert sel["cv_brier"]["forecaster"] < sel["cv_brier"]["isotonic"] - 0.005
+
+
+def test_cv_scores_match_a_direct_computation():
+    pred, y, _ = _overconfident_world(300, seed=13)
+    rec = StructuredRecalibrator(kinds=[MarginalEvent()], features=["phi_mg2", "raw"],
+                                 forecaster=SMALL_KNN, cv=4, random_state=3).fit(pred, y)
+    t = rec.events(pred, y)
+    r, o = t.raw, t.outcome
+    sel = rec.selection_["marginal"]
+    np.testing.assert_allclose(sel["cv_brier"]["raw"], np.mean((r - o) ** 2))
+    # isotonic: one fit per fold of inputs, scored on the held-out inputs
+    seed = int(np.random.default_rng(3).integers(0, 2**31 - 1))
+    fold = _item_folds(t.item, 4, np.random.default_rng(seed))
+    held = np.empty(t.n_events)
+    for f in range(4):
+        cal = IsotonicCalibration().fit(r[fold != f], o[fold != f])
+        held[fold == f] = cal.predict_proba(r[fold == f])[:, 1]
+    np.testing.assert_allclose(sel["cv_brier"]["isotonic"], np.mean((held - o) ** 2), rtol=1e-12)
+
+
+def test_item_folds_keep_an_input_together():
+    rng = np.random.default_rng(0)
+    items = np.repeat(np.arange(50), rng.integers(1, 9, size=50))
+    fold = _item_folds(items, 5, np.random.default_rng(1))
+    for i in range(50):
+        assert np.unique(fold[items == i]).shape[0] == 1
+    per_fold = np.bincount([fold[items == i][0] for i in range(50)], minlength=5)
+    assert per_fold.tolist() == [10] * 5
+    np.testing.assert_array_equal(fold, _item_folds(items, 5, np.random.default_rng(1)))
+
+
+def test_same_inputs_same_outputs():
+    pred, y, _ = _overconfident_world(300, seed=14)
+    test, y_test, _ = _overconfident_world(200, seed=15)
+    outs = []
+    for _ in range(2):
+        rec = StructuredRecalibrator(method="auto", random_state=7).fit(pred, y)
+        outs.append((rec.selection_, rec.predict(test).forecast, rec.shift_test(test).pvalue))
+    assert outs[0][0] == outs[1][0]
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+    np.testing.assert_array_equal(outs[0][2], outs[1][2])
+
+
+def test_forced_methods():
+    pred, y, _ = _overconfident_world(200, seed=16)
+    test, _, _ = _overconfident_world(100, seed=17)
+    raw = StructuredRecalibrator(method="raw").fit(pred, y)
+    out = raw.predict(test)
+    np.testing.assert_array_equal(out.forecast, out.table.raw)
+    assert raw.forecasters_ == {} and raw.selection_["map"]["cv_brier"] == {}
+    iso = StructuredRecalibrator(method="isotonic").fit(pred, y)
+    t = iso.events(pred, y)
+    m = t.kind == 1
+    direct = IsotonicCalibration().fit(t.raw[m], t.outcome[m])
+    out = iso.predict(test)
+    np.testing.assert_allclose(out.for_kind("marginal"), direct.predict_proba(out.table.raw[out.table.kind == 1])[:, 1])
+    mixed = StructuredRecalibrator(
+        kinds=[MAPEvent(), Predicate(lambda lab: bool(lab[0] == 0), "first0")],
+        method={"map": "raw", "first0": "forecaster"}, forecaster=SMALL_KNN,
+    ).fit(pred, y)
+    assert [s["method"] for s in mixed.selection_.values()] == ["raw", "forecaster"]
+    # a predicate has no raw probability: auto leaves only the forecaster
+    auto = StructuredRecalibrator(kinds=[Predicate(lambda lab: bool(lab[0] == 0), "first0")],
+                                  forecaster=SMALL_KNN).fit(pred, y)
+    assert auto.selection_["first0"] == {"method": "forecaster", "cv_brier": {}, "n_events": 200, "n_items": 200}
+    with pytest.raises(ParameterError, match="method 'isotonic' needs the model's raw probability"):
+        StructuredRecalibrator(kinds=[Predicate(lambda lab: True, "t")], method="isotonic").fit(pred, y)
+    with pytest.raises(ParameterError, match="`method` must be one of"):
+        StructuredRecalibrator(method="knn").fit(pred, y)
+    with pytest.raises(ParameterError, match="not among"):
+        StructuredRecalibrator(method={"map": "raw", "mapp": "raw", "marginal": "raw"}).fit(pred, y)
+    with pytest.raises(ParameterError, match="`cv`"):
+        StructuredRecalibrator(cv=1).fit(pred, y)
+
+
+def test_shift_warning_on_shifted_batches_only():
+    pred, y, _ = _overconfident_world(500, seed=20)
+    rec = StructuredRecalibrator(forecaster=SMALL_KNN, random_state=0).fit(pred, y)
+    # in distribution: fresh draws of the same world never warn
+    for seed in range(21, 29):
+        fresh, y_fresh, _ = _overconfident_world(400, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DistributionShiftWarning)
+            rec.predict(fresh, y_fresh)
+        assert not rec.shift_test(fresh).shifted
+    # a model 3x less confident on the new inputs: the raw probabilities moved
+    soft, _, _ = _overconfident_world(400, seed=30, temperature=1.0)
+    with pytest.warns(DistributionShiftWarning, match=r"may not transfer.*structcal\.online"):
+        rec.predict(soft)
+    test = rec.shift_test(soft)
+    assert isinstance(test, ShiftTest) and test.shifted
+    flagged = test.flagged()
+    assert ("marginal", "raw") in {(k, c) for k, c, _, _ in flagged}
+    assert "*" in test.format()
+    # longer inputs: phi_mp1 moved even though each position looks the same
+    longer, _, _ = _overconfident_world(400, seed=31, L=8)
+    assert ("map", "phi_mp1") in {(k, c) for k, c, _, _ in rec.shift_test(longer).flagged()}
+    # the check can be turned off
+    rec.set_params(shift_check=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DistributionShiftWarning)
+        rec.predict(soft)
