@@ -8,6 +8,7 @@
    vs ``DenseCRF2D.inference(10)`` with its cheapest pairwise term (one Gaussian kernel,
    ``sxy=3``) and with the usual Gaussian + bilateral pair. Runs alternate; medians and
    ranges of ``--repeats`` runs, in ns per node and sweep (iteration).
+   ``--quick``: 130 x 174 only.
 2. Mean field, loopy BP (sum-product) and TRW-S (max-product) on grids of 10^4, 10^5 and
    10^6 pixels (2 labels, Potts): seconds per sweep, the exponent of time vs nodes (least
    squares on the log-log points) and the peak memory each call allocates through NumPy
@@ -18,7 +19,8 @@ pydensecrf2 is in the ``bench`` extra (``pip install -e ".[bench]"``); without i
 reports only structcal. The machine this runs on may be shared: compare the two columns
 of one run, not runs on different days.
 
-Run: ``python benchmarks/bench_grid.py [--json] [--quick] [--repeats 5]``
+Run: ``python benchmarks/bench_grid.py [--json] [--quick] [--repeats 5]`` (``--quick``
+also times each scaling point once).
 """
 
 from __future__ import annotations
@@ -141,16 +143,17 @@ def scaling(sides, repeats, sweeps=10):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="grids up to 10^5 nodes")
+    parser.add_argument("--quick", action="store_true",
+                        help="DenseCRF comparison at 130 x 174 only, one timing per grid size")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     numba.set_num_threads(1)
     warnings.simplefilter("ignore")
     res = {"threads": 1}
-    res["vs_densecrf"] = vs_densecrf([(130, 174), (512, 512)] if not args.quick else [(130, 174)],
+    res["vs_densecrf"] = vs_densecrf([(130, 174)] if args.quick else [(130, 174), (512, 512)],
                                      (2, 21), args.repeats)
-    sides = (100, 316) if args.quick else (100, 316, 1000)
-    res["scaling"] = scaling(sides, max(1, args.repeats // 2))
+    sides = (100, 316, 1000)
+    res["scaling"] = scaling(sides, 1 if args.quick else max(1, args.repeats // 2))
     if args.json:
         print(json.dumps(res))
         return

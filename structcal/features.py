@@ -203,6 +203,14 @@ class Requirement:
     needs: str
 
 
+def _has_node_coords(pred, kind, lexicon):
+    return "coords" in pred.node_data
+
+
+def _has_node_intensity(pred, kind, lexicon):
+    return "intensity" in pred.node_data
+
+
 def _has_unstructured_scores(pred, kind, lexicon):
     return pred.unstructured_scores is not None
 
@@ -226,6 +234,16 @@ REQUIREMENTS = {
             "StructuredPrediction",
         ),
         Requirement("lexicon", _has_lexicon, "a `lexicon`"),
+        Requirement(
+            "node_coords", _has_node_coords,
+            "node coordinates: pass node_data={'coords': ...} to StructuredPrediction (e.g. "
+            "structcal.potentials.grid_coordinates)",
+        ),
+        Requirement(
+            "node_intensity", _has_node_intensity,
+            "an image intensity per node: pass node_data={'intensity': ...} to "
+            "StructuredPrediction",
+        ),
         Requirement(
             "probability", _has_probability,
             "the model's probability of the events, and this event kind has no model "

@@ -419,7 +419,7 @@ def _object_log_size(ctx):
     return np.log(np.diff(ctx.events.member_offsets).astype(np.float64))
 
 
-@register_feature("object_eccentricity", scope="object",
+@register_feature("object_eccentricity", scope="object", requires=["node_coords"],
                   description="eccentricity of the ellipse with the object's second moments")
 def _object_eccentricity(ctx):
     xy = np.asarray(_node_data(ctx, "coords", "object_eccentricity"), dtype=np.float64)
@@ -438,7 +438,7 @@ def _object_eccentricity(ctx):
         return np.where(l1 > 0, np.sqrt(np.clip(1.0 - l2 / l1, 0.0, 1.0)), 0.0)
 
 
-@register_feature("object_solidity", scope="object",
+@register_feature("object_solidity", scope="object", requires=["node_coords"],
                   description="pixels / area of the convex hull of the object's pixel squares")
 def _object_solidity(ctx):
     from scipy.spatial import ConvexHull
@@ -497,7 +497,7 @@ def _object_mean_pseudo_margin(ctx):
                           empty=1.0)
 
 
-@register_feature("object_contrast", scope="object",
+@register_feature("object_contrast", scope="object", requires=["node_intensity"],
                   description="mean node_data['intensity'] inside minus on the outer boundary")
 def _object_contrast(ctx):
     value = np.asarray(_node_data(ctx, "intensity", "object_contrast"), dtype=np.float64)
