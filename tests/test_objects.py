@@ -257,3 +257,20 @@ def test_segmenter_on_real_images_and_bad_input():
     assert perfect["object_f1"] == 1.0 and perfect["dice"] == 1.0
     empty = segmentation_scores([np.zeros((3, 3), int)], [np.zeros((3, 3), int)])
     assert empty["object_f1"] == 1.0 and empty["dice"] == 1.0
+
+
+def test_auto_features_skip_object_features_without_node_data():
+    from structcal.features import REQUIREMENTS, get_feature
+
+    img = np.zeros((4, 5), int)
+    img[1:3, 1:3] = 1
+    p = GraphPotentials.from_grid([4.0 * (np.eye(2)[img] - 0.5)], potts=0.2)
+    bare = StructuredPrediction(p)
+    t = build_events(bare, [ObjectEvents()], y_true=img.ravel(), features="auto")
+    assert "object_solidity" not in t.feature_names and "object_contrast" not in t.feature_names
+    assert "object_rim_marginal" in t.feature_names and "raw" in t.feature_names
+    full = _pred([img], intensity=[img.astype(float)])
+    t = build_events(full, [ObjectEvents()], y_true=img.ravel(), features="auto")
+    assert {"object_solidity", "object_eccentricity", "object_contrast"} <= set(t.feature_names)
+    assert get_feature("object_solidity").requires == ("node_coords",)
+    assert "node_intensity" in REQUIREMENTS
