@@ -86,6 +86,7 @@ SCOPES = {
     "node": ("node",),
     "set": ("set", "item"),
     "span": ("span", "set", "item"),
+    "object": ("object", "set", "item"),
 }
 
 
@@ -97,7 +98,7 @@ class Feature:
     ----------
     name : str
         Unique name (the paper's features are ``phi_no1`` ... ``phi_mg3``).
-    scope : {'item', 'node', 'set', 'span'}
+    scope : {'item', 'node', 'set', 'span', 'object'}
         Which events it describes (see :data:`SCOPES`).
     needs : frozenset of {'map', 'marginals'}
         The inference results it reads (empty: none).
@@ -202,6 +203,14 @@ class Requirement:
     needs: str
 
 
+def _has_node_coords(pred, kind, lexicon):
+    return "coords" in pred.node_data
+
+
+def _has_node_intensity(pred, kind, lexicon):
+    return "intensity" in pred.node_data
+
+
 def _has_unstructured_scores(pred, kind, lexicon):
     return pred.unstructured_scores is not None
 
@@ -225,6 +234,16 @@ REQUIREMENTS = {
             "StructuredPrediction",
         ),
         Requirement("lexicon", _has_lexicon, "a `lexicon`"),
+        Requirement(
+            "node_coords", _has_node_coords,
+            "node coordinates: pass node_data={'coords': ...} to StructuredPrediction (e.g. "
+            "structcal.potentials.grid_coordinates)",
+        ),
+        Requirement(
+            "node_intensity", _has_node_intensity,
+            "an image intensity per node: pass node_data={'intensity': ...} to "
+            "StructuredPrediction",
+        ),
         Requirement(
             "probability", _has_probability,
             "the model's probability of the events, and this event kind has no model "
@@ -252,7 +271,7 @@ def register_feature(
     ----------
     name : str
         Name used to select the feature in :func:`~structcal.events.build_events`.
-    scope : {'item', 'node', 'set', 'span'}
+    scope : {'item', 'node', 'set', 'span', 'object'}
         Describes per-input, per-position, node-set or span events (item features also
         describe node-set and span events; set features also span events).
     needs : iterable of {'map', 'marginals'}, default=()

@@ -179,6 +179,25 @@ class GraphBackend(_Backend):
         return adj.indptr, adj.neighbors
 
 
+def _node_data_iv(node_data, n_nodes) -> dict:
+    if node_data is None:
+        return {}
+    if not isinstance(node_data, dict):
+        raise ParameterTypeError(
+            f"`node_data` must be a dict of name -> array; got {describe(node_data)}"
+        )
+    out = {}
+    for key, value in node_data.items():
+        arr = np.asarray(value)
+        if arr.ndim == 0 or arr.shape[0] != n_nodes:
+            raise ParameterError(
+                f"`node_data[{key!r}]` must have one row per node (n_nodes={n_nodes}); got "
+                f"shape {arr.shape}"
+            )
+        out[str(key)] = arr
+    return out
+
+
 class StructuredPrediction:
     """The potentials of a batch of structured inputs, with inference results on demand.
 
@@ -189,6 +208,10 @@ class StructuredPrediction:
     unstructured_scores : array-like of shape (n_nodes, n_states), optional
         Scores of an unstructured per-position classifier (e.g. a linear SVM on single
         letters); needed only by the ``phi_no*`` features.
+    node_data : dict of str to array-like of shape (n_nodes, ...), optional
+        Other per-node inputs that features may read, e.g. ``"coords"`` (pixel row and
+        column, for the shape features of object events) and ``"intensity"`` (image
+        intensity, for their contrast feature).
     **inference_options
         Options for the backend (e.g. mean-field settings for graphs).
 
@@ -218,7 +241,9 @@ class StructuredPrediction:
     ([0.42], ['map', 'marginals'])
     """
 
-    def __init__(self, potentials, *, unstructured_scores=None, **inference_options):
+    def __init__(
+        self, potentials, *, unstructured_scores=None, node_data=None, **inference_options
+    ):
         for ptype, backend in _BACKENDS:
             if isinstance(potentials, ptype):
                 self._backend = backend(potentials, **inference_options)
@@ -240,6 +265,7 @@ class StructuredPrediction:
                 shape=(self.n_nodes, self.n_states),
             )
         self.unstructured_scores = unstructured_scores
+        self.node_data = _node_data_iv(node_data, self.n_nodes)
         self._cache: dict = {}
 
     # ------------------------------------------------------------------ bookkeeping
@@ -339,8 +365,10 @@ class StructuredPrediction:
         scores = None
         if self.unstructured_scores is not None:
             scores = self.unstructured_scores[ragged_rows(self.item_offsets, items)[0]]
+        rows = ragged_rows(self.item_offsets, items)[0]
         return StructuredPrediction(
-            self.potentials.subset(items), unstructured_scores=scores, **self._options
+            self.potentials.subset(items), unstructured_scores=scores,
+            node_data={k: v[rows] for k, v in self.node_data.items()}, **self._options
         )
 
     def __repr__(self) -> str:

@@ -95,6 +95,9 @@ class GraphDataset:
 def grid_edges(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """4-neighbour edges of a ``height x width`` grid of row-major pixels.
 
+    The same edges as :func:`structcal.potentials.grid_edges` (which also builds
+    8-neighbour grids), with a flag for the vertical ones.
+
     Parameters
     ----------
     height, width : int
@@ -114,14 +117,10 @@ def grid_edges(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     >>> edges.tolist(), vertical.tolist()
     ([[0, 1], [2, 3], [0, 2], [1, 3]], [False, False, True, True])
     """
-    height = check_int(height, "height", low=1)
-    width = check_int(width, "width", low=1)
-    idx = np.arange(height * width, dtype=np.int64).reshape(height, width)
-    h = np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], axis=1)
-    v = np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], axis=1)
-    edges = np.concatenate([h, v]).reshape(-1, 2)
-    vertical = np.concatenate([np.zeros(h.shape[0], bool), np.ones(v.shape[0], bool)])
-    return edges, vertical
+    from ..potentials.grid import grid_edges as _grid_edges
+
+    edges, direction = _grid_edges(height, width, 4)
+    return edges, direction == 1
 
 
 def _delaunay_edges(points: np.ndarray) -> np.ndarray:

@@ -13,11 +13,13 @@ from .kinds import (
 )
 from .lexicon import Lexicon
 from .nodesets import NodeSetConstraints, NodeSetKind
+from .objects import AllObjectsFound, ObjectCountCorrect, ObjectEvents, object_table
 from .spans import AllEntitiesCorrect, ContainsEntity, EntitySpans, entity_table
 from .table import EventTable, build_events
 
 __all__ = [
     "AllEntitiesCorrect",
+    "AllObjectsFound",
     "AnyLabel",
     "ContainsEntity",
     "EntitySpans",
@@ -31,8 +33,11 @@ __all__ = [
     "MarginalEvent",
     "NodeSetConstraints",
     "NodeSetKind",
+    "ObjectCountCorrect",
+    "ObjectEvents",
     "Predicate",
     "SpanEquals",
     "build_events",
     "entity_table",
+    "object_table",
 ]

@@ -34,7 +34,8 @@ import math
 
 import numpy as np
 
-from .._numba import kernel, parallel_kernel, prange
+from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
+from .._simd import LANES, vhmax, vload, vsplat, vstore, vsum
 from ._chain import _logsumexp_row
 
 _TINY = 1e-200
@@ -595,6 +596,8 @@ def mean_field_batch(
     do_elbo,
     q,
     qnew,
+    Q,
+    Qnew,
     PF,
     PR,
     n_iter,
@@ -604,38 +607,54 @@ def mean_field_batch(
 ):
     """Run mean field on every graph (``prange`` over graphs).
 
-    ``q`` holds the initial distributions and receives the result.
+    ``q`` holds the initial distributions and receives the result. Finite Potts weights
+    with more than two labels take the padded fast path: ``Q`` then holds ``q`` with rows
+    padded with zeros to a multiple of 4 (flat), ``Qnew`` the same scratch for the
+    synchronous schedule (empty otherwise), and the result is copied back into ``q``;
+    otherwise both are unused.
     """
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
+    Kp = ((K + LANES - 1) // LANES) * LANES
     for g in prange(n_graphs):
         field = np.empty(K)
+        fieldp = np.empty(Kp)
         n0 = offsets[g]
         n1 = offsets[g + 1]
-        it, d, st = _mean_field_graph(
-            n0,
-            n1,
-            finite,
-            unary,
-            kind,
-            pw,
-            pwT,
-            emat,
-            potts,
-            indptr,
-            nbr,
-            eid,
-            rev,
-            sequential,
-            damping,
-            tol,
-            max_iter,
-            q,
-            qnew,
-            PF,
-            PR,
-            field,
-        )
+        if kind == KIND_POTTS and finite and K >= 2:
+            it, d, st = _mean_field_potts_graph(
+                n0, n1, unary, potts, indptr, nbr, eid, sequential, damping, tol, max_iter,
+                q, qnew, Q, Qnew, fieldp,
+            )
+            if K > 2:
+                for i in range(n0, n1):
+                    for a in range(K):
+                        q[i, a] = Q[i * Kp + a]
+        else:
+            it, d, st = _mean_field_graph(
+                n0,
+                n1,
+                finite,
+                unary,
+                kind,
+                pw,
+                pwT,
+                emat,
+                potts,
+                indptr,
+                nbr,
+                eid,
+                rev,
+                sequential,
+                damping,
+                tol,
+                max_iter,
+                q,
+                qnew,
+                PF,
+                PR,
+                field,
+            )
         n_iter[g] = it
         delta[g] = d
         status[g] = st
@@ -659,6 +678,150 @@ def mean_field_batch(
                 PR,
                 field,
             )
+
+
+@kernel
+def _max_row(x):
+    """``max(x)`` with four independent running maxima (a short dependency chain)."""
+    K = x.shape[0]
+    m0 = m1 = m2 = m3 = _NEG_INF
+    a = 0
+    while a + 4 <= K:
+        m0 = max(m0, x[a])
+        m1 = max(m1, x[a + 1])
+        m2 = max(m2, x[a + 2])
+        m3 = max(m3, x[a + 3])
+        a += 4
+    while a < K:
+        m0 = max(m0, x[a])
+        a += 1
+    return max(max(m0, m1), max(m2, m3))
+
+
+@kernel
+def _sum_row(x):
+    """``sum(x)`` with four independent partial sums."""
+    K = x.shape[0]
+    s0 = s1 = s2 = s3 = 0.0
+    a = 0
+    while a + 4 <= K:
+        s0 += x[a]
+        s1 += x[a + 1]
+        s2 += x[a + 2]
+        s3 += x[a + 3]
+        a += 4
+    while a < K:
+        s0 += x[a]
+        a += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@kernel
+def _mean_field_potts_graph(
+    n0, n1, unary, potts, indptr, nbr, eid, sequential, damping, tol, max_iter, q, qnew, Q, Qnew,
+    field,
+):
+    """Mean field on nodes ``n0:n1`` for *finite* Potts weights (the image-CRF fast path).
+
+    The same updates as :func:`_mean_field_graph` with ``kind == KIND_POTTS``, written so
+    that every loop over labels is branch-free and vectorises: without ``-inf`` weights no
+    ``0 * -inf`` can arise, so the ``q > 0`` guard is not needed, and the exponentials use
+    :func:`~structcal._numba.exp_nonpositive` (their arguments are ``field - max``).
+    Two labels update ``q_i(1) = sigmoid(field_1 - field_0)`` in ``q`` / ``qnew`` directly.
+    More labels work on ``Q`` (and ``Qnew``), flat copies of ``q`` with rows padded to
+    ``Kp``, a multiple of 4 lanes, with zeros (so every row is whole :data:`f64x4`
+    vectors); ``field`` has ``Kp`` entries.
+    Returns ``(n_iter, delta, status)`` like :func:`_mean_field_graph`.
+    """
+    K = unary.shape[1]
+    Kp = field.shape[0]
+    keep = 1.0 - damping
+    delta = 0.0
+    it = 0
+    while it < max_iter:
+        it += 1
+        delta = 0.0
+        for i in range(n0, n1):
+            if K == 2:
+                # two labels: q_i(1) = sigmoid(d) with d the difference of the two fields
+                u0 = unary[i, 0]
+                u1 = unary[i, 1]
+                if u0 == _NEG_INF and u1 == _NEG_INF:
+                    return it, np.inf, STATUS_INFEASIBLE
+                d = u1 - u0
+                for k in range(indptr[i], indptr[i + 1]):
+                    j = nbr[k]
+                    d += potts[eid[k]] * (q[j, 1] - q[j, 0])
+                e = exp_nonpositive(-abs(d))
+                big = 1.0 / (1.0 + e)
+                small = e * big
+                v1 = big if d >= 0.0 else small
+                v0 = small if d >= 0.0 else big
+                if sequential:
+                    delta = max(delta, abs(v1 - q[i, 1]))
+                    q[i, 0] = keep * v0 + damping * q[i, 0]
+                    q[i, 1] = keep * v1 + damping * q[i, 1]
+                else:
+                    qnew[i, 0] = v0
+                    qnew[i, 1] = v1
+                continue
+            # field[0:K] = unary[i]; padding lanes -inf (their exponentials are 0)
+            u0 = i * K
+            a = 0
+            while a + LANES <= K:
+                vstore(field, a, vload(unary, u0 + a))
+                a += LANES
+            while a < K:
+                field[a] = unary[i, a]
+                a += 1
+            while a < Kp:
+                field[a] = _NEG_INF
+                a += 1
+            for k in range(indptr[i], indptr[i + 1]):
+                w = potts[eid[k]]
+                r = nbr[k] * Kp
+                for t in range(0, Kp, LANES):
+                    vstore(field, t, vload(field, t) + vload(Q, r + t) * w)
+            acc = vsplat(_NEG_INF)
+            for t in range(0, Kp, LANES):
+                acc = max(acc, vload(field, t))
+            mx = vhmax(acc)
+            if mx == _NEG_INF:
+                return it, np.inf, STATUS_INFEASIBLE
+            acc = vsplat(0.0)
+            for t in range(0, Kp, LANES):
+                v = exp_nonpositive(vload(field, t) - mx)
+                vstore(field, t, v)
+                acc = acc + v
+            inv = 1.0 / vsum(acc)
+            r = i * Kp
+            if sequential:
+                acc = vsplat(0.0)
+                for t in range(0, Kp, LANES):
+                    v = vload(field, t) * inv
+                    old = vload(Q, r + t)
+                    diff = v - old
+                    acc = max(acc, max(diff, diff * -1.0))
+                    vstore(Q, r + t, v * keep + old * damping)
+                delta = max(delta, vhmax(acc))
+            else:
+                for t in range(0, Kp, LANES):
+                    vstore(Qnew, r + t, vload(field, t) * inv)
+        if not sequential:
+            for i in range(n0, n1):
+                if K == 2:
+                    for a in range(2):
+                        v = qnew[i, a]
+                        delta = max(delta, abs(v - q[i, a]))
+                        q[i, a] = keep * v + damping * q[i, a]
+                else:
+                    for a in range(i * Kp, (i + 1) * Kp):
+                        v = Qnew[a]
+                        delta = max(delta, abs(v - Q[a]))
+                        Q[a] = keep * v + damping * Q[a]
+        if delta <= tol:
+            break
+    return it, delta, STATUS_OK
 
 
 # --------------------------------------------------------------------------- belief propagation

@@ -470,10 +470,18 @@ def mean_field(
     q = np.ascontiguousarray(q)
     kind, pw, pwT, emat, potts = p._kernel_args()
     shared = kind == _graph.KIND_MATRIX and pw.shape[0] == 1
-    finite = bool(kind == _graph.KIND_POTTS or not np.isneginf(pw).any())
+    # no -inf pairwise entry: the kernels may skip the 0 * -inf guards (and Potts mean
+    # field takes its branch-free path)
+    finite = bool(not np.isneginf(potts if kind == _graph.KIND_POTTS else pw).any())
     PF = np.empty((p.n_nodes if shared else 0, K))
     PR = np.empty_like(PF)
     qnew = np.empty_like(q)
+    # finite Potts with more than two labels: rows padded to whole 4-lane vectors
+    padded = kind == _graph.KIND_POTTS and finite and K > 2
+    Kp = -(-K // 4) * 4
+    Q = np.zeros((p.n_nodes if padded else 0, Kp))
+    Q[:, :K] = q[: Q.shape[0]]
+    Qnew = np.empty(Q.size if padded and schedule == "synchronous" else 0)
     n_iter = np.zeros(p.n_graphs, dtype=np.int64)
     delta = np.zeros(p.n_graphs)
     status = np.zeros(p.n_graphs, dtype=np.int64)
@@ -495,6 +503,8 @@ def mean_field(
         bool(log_partition),
         q,
         qnew,
+        Q.reshape(-1),
+        Qnew,
         PF,
         PR,
         n_iter,

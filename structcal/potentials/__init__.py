@@ -6,5 +6,13 @@ model, a neural network -- plugs into inference and everything after it through 
 
 from .chain import ChainPotentials
 from .graph import GraphAdjacency, GraphPotentials
+from .grid import GRID_DIRECTIONS, grid_coordinates, grid_edges
 
-__all__ = ["ChainPotentials", "GraphAdjacency", "GraphPotentials"]
+__all__ = [
+    "ChainPotentials",
+    "GRID_DIRECTIONS",
+    "GraphAdjacency",
+    "GraphPotentials",
+    "grid_coordinates",
+    "grid_edges",
+]

@@ -421,6 +421,140 @@ class GraphPotentials:
         return cls.from_list(unaries, edges, pairwise, potts=potts)
 
     @classmethod
+    def from_grid(
+        cls, unaries, *, potts=None, pairwise=None, connectivity: int = 4
+    ) -> "GraphPotentials":
+        """Build a batch of pixel-grid CRFs directly from image-shaped arrays.
+
+        Nodes are the pixels of each image in row-major order, edges those of
+        :func:`~structcal.potentials.grid_edges` (grouped by direction). Nothing goes
+        through networkx or per-edge Python code; the edges are valid by construction,
+        so only the values are checked.
+
+        Parameters
+        ----------
+        unaries : array-like of shape (height, width, n_states) or (n_images, height, width, n_states), or list of array-like of shape (height_g, width_g, n_states)
+            Unary log-potentials of each pixel; images in a list may differ in size.
+        potts : float, array-like of shape (n_images, n_edges_g), or list of array-like of shape (n_edges_g,), optional
+            Potts weights: one shared weight, or one per edge of each image in the order
+            of ``grid_edges(height_g, width_g, connectivity)``.
+        pairwise : array-like of shape (n_states, n_states) or (n_directions, n_states, n_states), optional
+            One matrix shared by every edge, or one per direction (2 directions for
+            4-connectivity, 4 for 8; see :data:`~structcal.potentials.GRID_DIRECTIONS`).
+            Exactly one of ``potts`` and ``pairwise`` is given.
+        connectivity : {4, 8}, default=4
+            Pixel neighbourhood.
+
+        Returns
+        -------
+        GraphPotentials
+            ``offsets`` follow the images; node ``offsets[g] + r * width_g + c`` is pixel
+            ``(r, c)`` of image ``g``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from structcal.potentials import GraphPotentials
+        >>> p = GraphPotentials.from_grid(np.zeros((2, 3, 2)), potts=1.0)
+        >>> p.n_nodes, p.n_edges, p.edges[:3].tolist(), p.is_forest.tolist()
+        (6, 7, [[0, 1], [1, 2], [3, 4]], [False])
+        """
+        from .grid import check_connectivity, grid_edges
+
+        connectivity = check_connectivity(connectivity)
+        if isinstance(unaries, (list, tuple)):
+            if not unaries:
+                raise ParameterError("`unaries` must hold at least one image; got an empty list")
+            arrays = [
+                as_float_array(u, f"unaries[{g}]", ndim=3, allow_neginf=True)
+                for g, u in enumerate(unaries)
+            ]
+        else:
+            u = as_float_array(unaries, "unaries", allow_neginf=True)
+            if u.ndim not in (3, 4):
+                raise ParameterError(
+                    "`unaries` must have shape (height, width, n_states), (n_images, height, "
+                    f"width, n_states) or be a list of images; got shape {u.shape}"
+                )
+            arrays = [u] if u.ndim == 3 else list(u)
+        K = arrays[0].shape[2]
+        if K < 1:
+            raise ParameterError(
+                f"`unaries` must have at least one state; got shape {arrays[0].shape}"
+            )
+        for g, u in enumerate(arrays):
+            if u.shape[2] != K:
+                raise ParameterError(
+                    f"every image must have the same number of states; image 0 has {K} and "
+                    f"image {g} has {u.shape[2]}"
+                )
+        shapes = [u.shape[:2] for u in arrays]
+        structure = {}
+        for shape in set(shapes):
+            structure[shape] = grid_edges(*shape, connectivity) if min(shape) > 0 else (
+                np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+        sizes = [h * w for h, w in shapes]
+        counts = [structure[s][0].shape[0] for s in shapes]
+        offsets = _offsets_from_lengths(sizes)
+        edge_offsets = _offsets_from_lengths(counts)
+        edges = np.empty((int(edge_offsets[-1]), 2), dtype=np.int64)
+        direction = np.empty(int(edge_offsets[-1]), dtype=np.int64)
+        for g, s in enumerate(shapes):
+            e, d = structure[s]
+            np.add(e, offsets[g], out=edges[edge_offsets[g] : edge_offsets[g + 1]])
+            direction[edge_offsets[g] : edge_offsets[g + 1]] = d
+        unary = (
+            np.concatenate([u.reshape(-1, K) for u in arrays])
+            if arrays
+            else np.zeros((0, K))
+        )
+        if (pairwise is None) == (potts is None):
+            raise ParameterError(
+                "give exactly one of `pairwise` (matrices) and `potts` (Potts weights); got "
+                + ("neither" if pairwise is None else "both")
+            )
+        edge_type = None
+        if potts is not None:
+            if isinstance(potts, (list, tuple)):
+                if len(potts) != len(arrays):
+                    raise ParameterError(
+                        f"`potts` must hold one array per image ({len(arrays)}); got {len(potts)}"
+                    )
+                potts = np.concatenate([
+                    as_float_array(w, f"potts[{g}]", ndim=1, shape=(counts[g],), allow_neginf=True)
+                    for g, w in enumerate(potts)
+                ]) if potts else np.zeros(0)
+            elif np.ndim(potts) == 0:
+                potts = np.full(edges.shape[0], float(
+                    as_float_array(np.reshape(potts, 1), "potts", allow_neginf=True)[0]))
+            else:
+                w = as_float_array(potts, "potts", allow_neginf=True)
+                if w.ndim == 1 and len(arrays) == 1:
+                    w = w[None]
+                if w.ndim != 2 or w.shape[0] != len(arrays) or (
+                    w.shape[0] and w.shape[1] != counts[0]
+                ):
+                    raise ParameterError(
+                        f"`potts` must be a scalar, a list of per-image arrays or have shape "
+                        f"(n_images, n_edges)=({len(arrays)}, {counts[0]}); got {w.shape}"
+                    )
+                potts = w.reshape(-1)
+        else:
+            pairwise = as_float_array(pairwise, "pairwise", allow_neginf=True)
+            n_dir = 2 if connectivity == 4 else 4
+            if pairwise.shape == (n_dir, K, K):
+                edge_type = direction
+            elif pairwise.shape != (K, K):
+                raise ParameterError(
+                    f"`pairwise` must have shape (n_states, n_states)=({K}, {K}) or one matrix "
+                    f"per direction {(n_dir, K, K)}; got {pairwise.shape}"
+                )
+        is_forest = np.array([min(s) <= 1 for s in shapes], dtype=bool)
+        return cls._trusted(
+            unary, offsets, edges, edge_offsets, pairwise, edge_type, potts, is_forest=is_forest
+        )
+
+    @classmethod
     def from_chain(cls, chain: ChainPotentials) -> "GraphPotentials":
         """Return the same model as a batch of path graphs (edges ``(t, t + 1)`` in chain order).
 

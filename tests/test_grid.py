@@ -1,0 +1,172 @@
+"""Pixel grids: edges and coordinates, GraphPotentials.from_grid, and the Potts mean-field
+fast path (checked against the generic matrix path and against enumeration)."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from structcal.exceptions import ParameterError
+from structcal.inference import graph as G
+from structcal.inference.exact import exact_graph
+from structcal.potentials import GraphPotentials, grid_coordinates, grid_edges
+
+from ._graph_problems import random_graphs
+
+
+@pytest.mark.parametrize("h,w", [(1, 1), (1, 5), (4, 1), (3, 4), (5, 5)])
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_grid_edges_equal_networkx_grid(h, w, connectivity):
+    edges, direction = grid_edges(h, w, connectivity)
+    ref = nx.grid_2d_graph(h, w)
+    if connectivity == 8:
+        ref.add_edges_from(((r, c), (r + 1, c + dc)) for r in range(h - 1) for c in range(w)
+                           for dc in (-1, 1) if 0 <= c + dc < w)
+    want = {tuple(sorted((r * w + c, r2 * w + c2))) for (r, c), (r2, c2) in ref.edges}
+    got = {tuple(sorted(e)) for e in edges.tolist()}
+    assert got == want and len(got) == edges.shape[0]
+    # the direction code matches the pixel offset
+    d = edges[:, 1] - edges[:, 0]
+    assert ((d == 1) == (direction == 0)).all() and ((d == w) == (direction == 1)).all() or w == 1
+    if connectivity == 8 and h > 1 and w > 1:
+        assert ((direction == 2) == (d == w + 1)).all() and ((direction == 3) == (d == w - 1)).all()
+
+
+def test_grid_edges_errors():
+    with pytest.raises(ParameterError, match="connectivity"):
+        grid_edges(3, 3, 6)
+    with pytest.raises(ParameterError, match="height"):
+        grid_edges(0, 3)
+
+
+def test_grid_coordinates():
+    c = grid_coordinates([(2, 3), (0, 4), (1, 1)])
+    assert c.tolist() == [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2], [0, 0]]
+    assert grid_coordinates(np.zeros((0, 2), int)).shape == (0, 2)
+
+
+def test_from_grid_equals_from_list():
+    rng = np.random.default_rng(0)
+    imgs = [rng.normal(size=(3, 4, 3)), rng.normal(size=(2, 5, 3)), rng.normal(size=(1, 3, 3))]
+    w = [rng.uniform(size=grid_edges(*u.shape[:2], 8)[0].shape[0]) for u in imgs]
+    p = GraphPotentials.from_grid(imgs, potts=w, connectivity=8)
+    ref = GraphPotentials.from_list(
+        [u.reshape(-1, 3) for u in imgs], [grid_edges(*u.shape[:2], 8)[0] for u in imgs], potts=w
+    )
+    for name in ("unary", "offsets", "edges", "edge_offsets", "potts", "is_forest"):
+        np.testing.assert_array_equal(getattr(p, name), getattr(ref, name))
+    for name in ("indptr", "neighbors", "edge_id", "reversed", "twin"):
+        np.testing.assert_array_equal(getattr(p.adjacency, name), getattr(ref.adjacency, name))
+    assert p.is_forest.tolist() == [False, False, True]
+
+
+def test_from_grid_batch_array_and_direction_matrices():
+    rng = np.random.default_rng(1)
+    U = rng.normal(size=(2, 3, 3, 2))
+    pw = rng.normal(size=(2, 2, 2))  # horizontal, vertical
+    p = GraphPotentials.from_grid(U, pairwise=pw)
+    e, d = grid_edges(3, 3)
+    np.testing.assert_array_equal(p.edge_type, np.concatenate([d, d]))
+    np.testing.assert_array_equal(p.edge_matrices(), pw[np.concatenate([d, d])])
+    shared = GraphPotentials.from_grid(U, pairwise=pw[0])
+    assert shared.pairwise_kind == "shared"
+    w = rng.uniform(size=(2, e.shape[0]))
+    np.testing.assert_array_equal(GraphPotentials.from_grid(U, potts=w).potts, w.ravel())
+
+
+def test_from_grid_errors():
+    U = np.zeros((3, 3, 2))
+    with pytest.raises(ParameterError, match="exactly one"):
+        GraphPotentials.from_grid(U)
+    with pytest.raises(ParameterError, match="NaN"):
+        GraphPotentials.from_grid(np.full((2, 2, 2), np.nan), potts=1.0)
+    with pytest.raises(ParameterError, match="same number of states"):
+        GraphPotentials.from_grid([U, np.zeros((2, 2, 3))], potts=1.0)
+    with pytest.raises(ParameterError, match="one array per image"):
+        GraphPotentials.from_grid([U, U], potts=[np.ones(12)])
+    with pytest.raises(ParameterError, match=r"potts\[0\]"):
+        GraphPotentials.from_grid([U], potts=[np.ones(11)])
+    with pytest.raises(ParameterError, match="per direction"):
+        GraphPotentials.from_grid(U, pairwise=np.zeros((3, 2, 2)))
+    with pytest.raises(ParameterError, match="unaries"):
+        GraphPotentials.from_grid(np.zeros((3, 3)), potts=1.0)
+    with pytest.raises(ParameterError, match=r"\+inf"):
+        GraphPotentials.from_grid(U, potts=np.inf)
+
+
+# ---------------------------------------------------------------------------- mean field
+
+def _as_matrices(p):
+    """The same model with one explicit matrix per edge (the generic mean-field path)."""
+    return GraphPotentials(p.unary, p.offsets, p.edges, p.edge_offsets, p.edge_matrices())
+
+
+@pytest.mark.parametrize("K", [2, 3, 4, 5, 8, 9])
+@pytest.mark.parametrize("schedule,damping", [("sequential", 0.0), ("sequential", 0.3),
+                                              ("synchronous", 0.5)])
+def test_potts_fast_path_equals_matrix_path(K, schedule, damping):
+    rng = np.random.default_rng(K)
+    U = 2.0 * rng.normal(size=(2, 4, 5, K))
+    U[0, 1, 2, : K - 1] = -np.inf  # a node with one allowed label
+    U[1, 0, 0, 0] = -np.inf
+    w = rng.normal(size=(2, grid_edges(4, 5, 8)[0].shape[0]))
+    p = GraphPotentials.from_grid(U, potts=w, connectivity=8)
+    kw = dict(schedule=schedule, damping=damping, tol=0.0, max_iter=7, warn=False,
+              log_partition=True)
+    fast, ref = G.mean_field(p, **kw), G.mean_field(_as_matrices(p), **kw)
+    np.testing.assert_allclose(fast.marginals, ref.marginals, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(fast.log_partition, ref.log_partition, rtol=1e-12)
+    np.testing.assert_allclose(fast.marginals.sum(axis=1), 1.0, atol=1e-14)
+    assert fast.marginals[1 * 5 + 2, K - 1] == 1.0
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 5])
+def test_potts_mean_field_without_coupling_is_exact(K):
+    rng = np.random.default_rng(0)
+    U = 30.0 * rng.normal(size=(3, 4, K))
+    p = GraphPotentials.from_grid(U, potts=0.0)
+    q = G.mean_field(p).marginals
+    e = np.exp(U.reshape(-1, K) - U.reshape(-1, K).max(axis=1, keepdims=True))
+    np.testing.assert_allclose(q, e / e.sum(axis=1, keepdims=True), rtol=1e-13, atol=1e-300)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_potts_mean_field_fixed_point_and_bound_on_small_grids(seed):
+    # on a tiny loopy grid the mean-field bound is below the exact log-partition, and q
+    # is a fixed point of the update computed independently here
+    rng = np.random.default_rng(seed)
+    K = 3
+    U = rng.normal(size=(2, 3, K))
+    p = GraphPotentials.from_grid(U, potts=rng.uniform(0, 1.5, size=7))
+    r = G.mean_field(p, tol=1e-12, max_iter=2000, log_partition=True)
+    ex = exact_graph(p, 0)
+    assert r.log_partition[0] <= float(ex.log_partition) + 1e-12
+    q = r.marginals
+    field = p.unary.copy()
+    for (s, t), w in zip(p.edges, p.potts):
+        field[s] += w * q[t]
+        field[t] += w * q[s]
+    want = np.exp(field - field.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(q, want / want.sum(axis=1, keepdims=True), atol=1e-10)
+
+
+def test_potts_with_forbidden_pairs_takes_the_generic_path():
+    rng = np.random.default_rng(3)
+    p = random_graphs(rng, 3, [5, 4], topology="loopy", kind="potts")
+    w = p.potts.copy()
+    w[0] = -np.inf  # the ends of edge 0 must differ; one end can only take label 0
+    u = p.unary.copy()
+    u[p.edges[0, 0], 1:] = -np.inf
+    u[p.edges[0, 1], 0] = -np.inf  # (mean field needs q = 0 exactly where -inf would hit)
+    p = GraphPotentials(u, p.offsets, p.edges, p.edge_offsets, potts=w)
+    r = G.mean_field(p, tol=0.0, max_iter=5, warn=False)
+    ref = G.mean_field(_as_matrices(p), tol=0.0, max_iter=5, warn=False)
+    np.testing.assert_allclose(r.marginals, ref.marginals, atol=1e-13)
+    assert r.marginals[p.edges[0, 1], 0] == 0.0
+
+
+def test_potts_large_magnitudes_stay_finite():
+    rng = np.random.default_rng(5)
+    for K in (2, 6):
+        p = GraphPotentials.from_grid(1e4 * rng.normal(size=(6, 6, K)), potts=1e4)
+        q = G.mean_field(p, warn=False).marginals
+        assert np.isfinite(q).all() and np.allclose(q.sum(axis=1), 1.0)
