@@ -25,7 +25,7 @@ Protocol
   (probability gap), cross-validated k-NN and tree region forecasters); and structcal's
   marginal recalibration of the per-class events ``y = c`` (``LabelAt(0, c)`` with the raw
   probability, the concordance ``phi_mg3`` and margin ``phi_mg2``, one k-NN forecaster
-  pooled over classes, rows renormalised).
+  per class, rows renormalised).
 - The MAP event of a letter is "the base model's top class is right"; every method is
   scored on its probability of that same event, ``p[argmax raw]``. MAP recalibration
   forecasts only that event; its full probability vector puts the calibrated probability
@@ -125,7 +125,7 @@ def classwise_recalibrated(logp_fit, y_fit, logp_test, seed):
     K = logp_fit.shape[1]
     kinds = [LabelAt(0, c, name=f"y={c}") for c in range(K)]
     rec = StructuredRecalibrator(
-        kinds=kinds, features=CLASS_FEATURES, pooled=True,
+        kinds=kinds, features=CLASS_FEATURES,
         forecaster=KNNRegionForecaster(random_state=seed),
     ).fit(as_prediction(logp_fit), y_fit, raw=True)
     out = rec.predict(as_prediction(logp_test))
