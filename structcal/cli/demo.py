@@ -1,15 +1,13 @@
-"""Command-line interface: ``structcal demo ocr`` and friends."""
+"""``structcal demo ocr``: calibrate the shipped OCR chain CRF (the main job)."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 
 import numpy as np
 
-__all__ = ["main"]
+__all__ = ["demo_ocr", "add_parser", "run"]
 
 
 def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
@@ -20,9 +18,9 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
     Table 1 feature, fits cross-validated k-NN region forecasters on the recalibration
     events and evaluates raw vs calibrated probabilities on the test events.
     """
-    from .demos import ocr_setup
-    from .forecasters import KNNRegionForecaster
-    from .recalibration import StructuredRecalibrator
+    from ..demos import ocr_setup
+    from ..forecasters import KNNRegionForecaster
+    from ..recalibration import StructuredRecalibrator
 
     t0 = time.perf_counter()
     setup = ocr_setup(model)
@@ -72,22 +70,21 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
     return result
 
 
-def main(argv=None) -> int:
-    """Entry point of the ``structcal`` command."""
-    parser = argparse.ArgumentParser(prog="structcal", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a demonstration on shipped data")
+def add_parser(sub) -> None:
+    """Register ``structcal demo``."""
+    demo = sub.add_parser("demo", help="run a demonstration on shipped data",
+                          description=demo_ocr.__doc__.split("\n\n")[0])
     demo.add_argument("dataset", choices=["ocr"], help="which demonstration")
     demo.add_argument("--json", action="store_true", help="print one JSON object")
     demo.add_argument(
         "--model", default="ocr_chain_crf",
         choices=["ocr_chain_crf", "ocr_chain_crf_max_margin"], help="which shipped model",
     )
-    args = parser.parse_args(argv)
-    if args.command == "demo" and args.dataset == "ocr":
+    demo.set_defaults(run=run)
+
+
+def run(args) -> int:
+    """Run ``structcal demo``."""
+    if args.dataset == "ocr":
         demo_ocr(model=args.model, as_json=args.json)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
