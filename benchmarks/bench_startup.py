@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -109,7 +110,7 @@ with open(os.path.join(folder, "out.csv"), "w") as f:
 """,
 }
 
-PHASES = ("wall", "import", "compile", "cache_load", "rest")
+PHASES = ("wall", "cpu", "import", "compile", "cache_load", "rest")
 
 
 def child(name):
@@ -185,14 +186,17 @@ def run_once(name, pythonpath, cache_dir):
     env["NUMBA_CACHE_DIR"] = cache_dir
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name],
                          env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise RuntimeError(f"scenario {name} failed:\n{out.stderr}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["wall"] = wall
+    result["cpu"] = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     return result
 
 
@@ -262,14 +266,16 @@ def main():
     cache = "empty Numba cache per run (cold)" if args.cold else "warm Numba cache"
     print(f"fresh processes, {cache}; median (min-max) seconds of {args.repeats} runs; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"{'scenario':9} {'tree':10} {'wall':>18} {'import':>16} {'compile':>18} "
+    print("wall: seconds from launch to exit; cpu: user + system seconds of the process (all")
+    print("threads; less sensitive to load); import, compile, cache load, rest: wall seconds")
+    print(f"{'scenario':9} {'tree':10} {'wall':>18} {'cpu':>18} {'import':>16} {'compile':>18} "
           f"{'cache load':>16} {'rest':>16} {'compiled':>9} {'loaded':>7}")
     for name, per_tree in table.items():
         for label, row in per_tree.items():
             cells = [f"{row[p]['median']:6.2f} ({row[p]['min']:.2f}-{row[p]['max']:.2f})"
                      for p in PHASES]
-            print(f"{name:9} {label[:10]:10} {cells[0]:>18} {cells[1]:>16} {cells[2]:>18} "
-                  f"{cells[3]:>16} {cells[4]:>16} {row['n_compiled']['median']:9.0f} "
+            print(f"{name:9} {label[:10]:10} {cells[0]:>18} {cells[1]:>18} {cells[2]:>16} "
+                  f"{cells[3]:>18} {cells[4]:>16} {cells[5]:>16} {row['n_compiled']['median']:9.0f} "
                   f"{row['n_loaded']['median']:7.0f}")
 
 
