@@ -23,7 +23,7 @@ otherwise one cache directory per source tree is filled by an untimed run first 
 temporary folder and put first on ``PYTHONPATH``); runs alternate between the trees so
 machine load hits both alike. Prints medians and ranges (min-max) over ``--repeats`` runs.
 
-Run: ``python benchmarks/bench_startup.py [--baseline 105c9cb] [--repeats 5] [--cold]
+Run: ``python benchmarks/bench_startup.py [--baseline 105c9cb] [--current REV] [--repeats 5] [--cold]
 [--scenarios import chain graph demo apply] [--json]``
 """
 
@@ -201,6 +201,7 @@ def run_once(name, pythonpath, cache_dir):
 
 
 def export_revision(rev, folder):
+    os.makedirs(folder, exist_ok=True)
     archive = subprocess.run(["git", "-C", ROOT, "archive", rev], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
     return folder
@@ -214,6 +215,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", help="git revision to compare with (e.g. 105c9cb)")
+    parser.add_argument("--current", help="git revision to time instead of the working tree "
+                        "(so that edits during a long run do not leak into it)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cold", action="store_true", help="empty Numba cache for every run")
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
@@ -229,8 +232,10 @@ def main():
     trees = {}
     if args.baseline:
         trees[args.baseline] = export_revision(args.baseline, os.path.join(tmp, "baseline"))
-        os.makedirs(trees[args.baseline], exist_ok=True)
-    trees["this tree"] = ""  # the installed (editable) structcal
+    if args.current:
+        trees[args.current] = export_revision(args.current, os.path.join(tmp, "current"))
+    else:
+        trees["this tree"] = ""  # the installed (editable) structcal
     caches = {label: os.path.join(tmp, f"cache{i}") for i, label in enumerate(trees)}
     results = {name: {label: [] for label in trees} for name in args.scenarios}
     try:

@@ -46,6 +46,9 @@ _LAZY = {
     "load_ocr": "datasets",
     "load_scene": "datasets",
     "load_snakes": "datasets",
+    "split_items": "items",
+    "split_events": "items",
+    "to_networkx": "items",
 }
 
 __all__ = [

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
 
-from ._validation import check_int, describe
+from ._estimator import ParamsMixin
+from ._progress import message, progress
+from ._validation import check_int, check_random_state, describe
 from .events import EventKind, EventTable, MAPEvent, MarginalEvent, build_events
 from .exceptions import ParameterError, ParameterTypeError
-from .forecasters import KNNRegionForecaster
 
 __all__ = [
     "StructuredRecalibrator",
@@ -104,6 +104,17 @@ class EventCalibration:
         """The calibration curve data (a ``ReliabilityTable``)."""
         return self.decomposition.table
 
+    def __repr__(self) -> str:
+        return (f"EventCalibration(group={self.group!r}, forecaster={self.forecaster!r}, "
+                f"n_events={self.n_events}, l2={self.l2:.4g}, "
+                f"calibration_error={self.calibration_error:.4g}, sharpness={self.sharpness:.4g})")
+
+    def _repr_html_(self) -> str:
+        return self.curve._repr_html_(
+            caption=f"{self.group}, {self.forecaster}: {self.n_events} events, "
+                    f"l2 {self.l2:.4f}, calibration error {self.calibration_error:.4f}"
+        )
+
 
 @dataclass(frozen=True)
 class CalibrationReport:
@@ -170,6 +181,29 @@ class CalibrationReport:
     def __str__(self) -> str:
         return self.format()
 
+    def __repr__(self) -> str:
+        return (f"CalibrationReport(groups={self.groups}, forecasters={self.forecasters}, "
+                f"n_bins={self.n_bins})")
+
+    def _repr_html_(self, scale: float = 100.0) -> str:
+        from ._html import html_table
+
+        header = ["group", "events", "holds"]
+        for f in self.forecasters:
+            header += [f"{f} l2", "cal. err", "sharp"]
+        rows = []
+        for g in self.groups:
+            first = self.get(g, self.forecasters[0])
+            row = [g, first.n_events, f"{first.accuracy:.3f}"]
+            for f in self.forecasters:
+                r = self.get(g, f)
+                row += [f"{r.l2 * scale:.2f}", f"{r.calibration_error * scale:.3f}",
+                        f"{r.sharpness * scale:.2f}"]
+            rows.append(row)
+        return html_table(header, rows, caption="Calibration report",
+                          note=f"l2 loss, calibration error and sharpness x{scale:g}; "
+                               f"{self.n_bins} equal-width buckets")
+
 
 def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: int = 10) -> CalibrationReport:
     """Calibration of forecasts of a table's events, pooled and per group.
@@ -227,7 +261,7 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
     return CalibrationReport(tuple(results), n_bins)
 
 
-class StructuredRecalibrator(BaseEstimator):
+class StructuredRecalibrator(ParamsMixin):
     """Recalibrate the events of a structured model (Algorithm 1 of Kuleshov & Liang).
 
     Parameters
@@ -248,6 +282,13 @@ class StructuredRecalibrator(BaseEstimator):
         Confusable labels for ``phi_mp6``.
     label_names : sequence of str, optional
         Display names of labels.
+    random_state : int, numpy.random.Generator or None, default=0
+        Seeds the forecasters' randomness (cross-validation folds, tie-breaking): each
+        forecaster that has a ``random_state`` parameter gets a seed drawn from it. The
+        default makes every fit reproducible; ``None`` gives fresh randomness (and
+        leaves the forecasters' own ``random_state`` alone).
+    verbose : bool, default=False
+        Report the steps of ``fit`` (events, one forecaster per kind) on stderr.
 
     Attributes
     ----------
@@ -274,6 +315,8 @@ class StructuredRecalibrator(BaseEstimator):
         lexicon=None,
         label_set=None,
         label_names=None,
+        random_state=0,
+        verbose=False,
     ):
         self.kinds = kinds
         self.features = features
@@ -282,6 +325,8 @@ class StructuredRecalibrator(BaseEstimator):
         self.lexicon = lexicon
         self.label_set = label_set
         self.label_names = label_names
+        self.random_state = random_state
+        self.verbose = verbose
 
     def _kinds(self):
         kinds = [MAPEvent(), MarginalEvent()] if self.kinds is None else list(self.kinds)
@@ -325,17 +370,27 @@ class StructuredRecalibrator(BaseEstimator):
         -------
         self
         """
+        from sklearn.base import clone
+
+        from .forecasters import KNNRegionForecaster
+
         self.kinds_ = self._kinds()
+        verbose = bool(self.verbose)
+        message("building the events and their features ...", verbose)
         table = self.events(pred, y_true, raw=raw)
         base = KNNRegionForecaster() if self.forecaster is None else self.forecaster
+        rng = None if self.random_state is None else check_random_state(self.random_state)
         self.forecasters_, self.feature_names_ = {}, {}
         keys = ["pooled"] if self.pooled else list(table.kind_names)
-        for key in keys:
+        for key in progress(keys, desc="fitting forecasters", verbose=verbose):
             X, names = self._design(table, key)
             y = table.outcome if key == "pooled" else table.outcome[table.kind == table.kind_names.index(key)]
             if y.shape[0] == 0:
                 raise ParameterError(f"the recalibration set has no events of kind {key!r}")
-            self.forecasters_[key] = clone(base).fit(X, y)
+            model = clone(base)
+            if rng is not None and "random_state" in model.get_params(deep=False):
+                model.set_params(random_state=int(rng.integers(2**31 - 1)))
+            self.forecasters_[key] = model.fit(X, y)
             self.feature_names_[key] = names
         self.n_events_fit_ = table.n_events
         return self

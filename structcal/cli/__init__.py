@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from . import demo
+from ._common import add_common_options
 from .demo import demo_ocr
 
 __all__ = ["main", "demo_ocr"]
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"structcal {__version__}")
+    add_common_options(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _COMMANDS:
         module.add_parser(sub)
