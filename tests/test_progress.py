@@ -5,6 +5,8 @@ from numba import njit
 
 from structcal._progress import compile_monitor, message, progress
 
+FEATURES = ["phi_mp1", "phi_mp3", "phi_mg1", "phi_mg2"]
+
 
 def test_compile_monitor_sees_compilation_only_when_it_happens(capsys):
     @njit  # a fresh, uncached function: its first call compiles
@@ -37,10 +39,11 @@ def test_recalibrator_verbose_reports_its_steps(capsys):
     rng = np.random.default_rng(0)
     lengths = rng.integers(2, 5, size=60)
     scores = rng.normal(size=(lengths.sum(), 3))
-    truth = scores.argmax(axis=1)
-    pred = StructuredPrediction(ChainPotentials.from_scores(scores, lengths=lengths))
-    StructuredRecalibrator(features=["phi_mg1"], verbose=False).fit(pred, truth)
+    truth = np.where(rng.random(scores.shape[0]) < 0.8, scores.argmax(axis=1), 0)
+    pred = StructuredPrediction(ChainPotentials.from_scores(scores, lengths=lengths,
+                                                               transitions=np.zeros((3, 3))))
+    StructuredRecalibrator(features=FEATURES, verbose=False).fit(pred, truth)
     assert capsys.readouterr().err == ""
-    StructuredRecalibrator(features=["phi_mg1"], verbose=True).fit(pred, truth)
+    StructuredRecalibrator(features=FEATURES, verbose=True).fit(pred, truth)
     err = capsys.readouterr().err
     assert "building the events" in err and "fitting forecasters" in err
