@@ -48,6 +48,9 @@ _LAZY = {
     "load_scene": "datasets",
     "load_snakes": "datasets",
     "load_wnut17": "datasets",
+    "split_items": "items",
+    "split_events": "items",
+    "to_networkx": "items",
 }
 
 __all__ = [

@@ -6,12 +6,20 @@
     by zero give ``inf``/``nan`` like NumPy instead of raising. No ``fastmath``: kernels
     meet ``-inf`` (forbidden labels) and fastmath assumes finite values.
 ``parallel_kernel``
-    ``njit(parallel=True, cache=False, error_model="numpy")``. Drivers that ``prange``
-    over independent problems. They are *not* cached: cached parallel code has crashed
-    when the thread count changes between processes (numba#7518, pynndescent#175,
-    numba#4807 is still open). They stay small and call cached serial kernels, so
-    compiling them is quick. They are returned wrapped so that concurrent calls are
-    safe on every threading layer (below).
+    ``njit(parallel=True, cache=True, error_model="numpy")``. Drivers that ``prange``
+    over independent problems, cached too. Cached parallel code used to crash when the
+    thread count changed between processes (numba#7518, hence pynndescent#175); that was
+    fixed in Numba 0.56 (numba#7625). With Numba 0.68 a driver cached under one thread
+    count and threading layer loads and runs under another (``NUMBA_NUM_THREADS`` 1/2,
+    ``omp``/``workqueue``; ``tests/test_jit_policy.py`` checks it in fresh processes).
+    Uncached, every new process paid seconds of compilation per driver. They are
+    returned wrapped so that concurrent calls are safe on every threading layer (below).
+``BatchKernel``
+    One Python function compiled twice, parallel and serial (small batches run on the
+    calling thread). Numba's cache index is keyed by function name, source line and
+    signature but not by compile flags, so the parallel copy gets its own name
+    (``<name>__parallel``) and thereby its own cache files. Each copy compiles on first
+    use only: a process that only sees small batches never compiles the parallel one.
 
 Thread safety: every kernel may be called from several Python threads at once. Serial
 kernels release the GIL (``nogil``) and run concurrently. Parallel drivers run
@@ -29,6 +37,7 @@ cache invalidation does not see changes in other files.
 """
 
 import threading
+import types
 
 import numba
 from numba import njit, prange
@@ -63,7 +72,7 @@ def kernel(func=None, **overrides):
 
 
 def parallel_kernel(func=None, **overrides):
-    """Compile ``func`` as an uncached parallel driver (``prange`` over problems).
+    """Compile ``func`` as a cached parallel driver (``prange`` over problems).
 
     Parameters
     ----------
@@ -78,7 +87,7 @@ def parallel_kernel(func=None, **overrides):
         Calls the compiled driver (serialised under the ``workqueue`` layer); other
         attributes are the Numba dispatcher's.
     """
-    options = {"parallel": True, "cache": False, "error_model": "numpy", "nogil": True}
+    options = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True}
     options.update(overrides)
     if func is None:
         return lambda f: ThreadSafeDispatcher(njit(**options)(f))
@@ -122,9 +131,19 @@ def _call_serialised(dispatcher, args):
     return out
 
 
+def _renamed(func, suffix):
+    """Return a copy of ``func`` whose name (hence Numba cache file) ends in ``suffix``."""
+    copy = types.FunctionType(func.__code__, func.__globals__, func.__name__ + suffix,
+                              func.__defaults__, func.__closure__)
+    copy.__qualname__ = func.__qualname__ + suffix
+    copy.__module__ = func.__module__
+    copy.__doc__ = func.__doc__
+    return copy
+
+
 class BatchKernel:
     """A batch driver compiled twice from one Python function: ``prange`` in parallel
-    (uncached, see the module notes) and as a plain serial loop (cached).
+    and as a plain serial loop, both cached (see the module notes).
 
     Call it with the kernel's arguments plus ``work=`` (a size such as the number of
     tokens): batches smaller than :data:`PARALLEL_MIN_WORK` run serially.
@@ -132,7 +151,7 @@ class BatchKernel:
 
     def __init__(self, func):
         self.py_func = func
-        self.parallel = parallel_kernel(func)
+        self.parallel = parallel_kernel(_renamed(func, "__parallel"))
         self.serial = kernel(func)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__

@@ -17,8 +17,9 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
 
+from ._estimator import ParamsMixin
+from ._progress import message, progress
 from ._validation import check_float, check_int, check_option, check_random_state, describe
 from .events import EventKind, EventTable, MAPEvent, MarginalEvent, build_events
 from .exceptions import DistributionShiftWarning, ParameterError, ParameterTypeError
@@ -116,6 +117,17 @@ class EventCalibration:
         """The calibration curve data (a ``ReliabilityTable``)."""
         return self.decomposition.table
 
+    def __repr__(self) -> str:
+        return (f"EventCalibration(group={self.group!r}, forecaster={self.forecaster!r}, "
+                f"n_events={self.n_events}, l2={self.l2:.4g}, "
+                f"calibration_error={self.calibration_error:.4g}, sharpness={self.sharpness:.4g})")
+
+    def _repr_html_(self) -> str:
+        return self.curve._repr_html_(
+            caption=f"{self.group}, {self.forecaster}: {self.n_events} events, "
+                    f"l2 {self.l2:.4f}, calibration error {self.calibration_error:.4f}"
+        )
+
 
 @dataclass(frozen=True)
 class CalibrationReport:
@@ -181,6 +193,29 @@ class CalibrationReport:
 
     def __str__(self) -> str:
         return self.format()
+
+    def __repr__(self) -> str:
+        return (f"CalibrationReport(groups={self.groups}, forecasters={self.forecasters}, "
+                f"n_bins={self.n_bins})")
+
+    def _repr_html_(self, scale: float = 100.0) -> str:
+        from ._html import html_table
+
+        header = ["group", "events", "holds"]
+        for f in self.forecasters:
+            header += [f"{f} l2", "cal. err", "sharp"]
+        rows = []
+        for g in self.groups:
+            first = self.get(g, self.forecasters[0])
+            row = [g, first.n_events, f"{first.accuracy:.3f}"]
+            for f in self.forecasters:
+                r = self.get(g, f)
+                row += [f"{r.l2 * scale:.2f}", f"{r.calibration_error * scale:.3f}",
+                        f"{r.sharpness * scale:.2f}"]
+            rows.append(row)
+        return html_table(header, rows, caption="Calibration report",
+                          note=f"l2 loss, calibration error and sharpness x{scale:g}; "
+                               f"{self.n_bins} equal-width buckets")
 
 
 def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: int = 10) -> CalibrationReport:
@@ -347,7 +382,7 @@ def _fit_isotonic(r: np.ndarray, y: np.ndarray):
     return IsotonicCalibration().fit(r, y)
 
 
-class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
+class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     """Recalibrate the events of a structured model (Algorithm 1 of Kuleshov & Liang).
 
     With no arguments it works on any :class:`~structcal.StructuredPrediction` (chain or
@@ -397,9 +432,12 @@ class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
         :meth:`shift_test`).
     shift_alpha : float, default=0.01
         Family-wise level of those tests (Bonferroni over kinds and columns).
-    random_state : int, Generator or None, default=None
-        Seeds the cross-validation folds, the forecasters and the shift tests' samples;
-        an int gives the same outputs for the same inputs.
+    random_state : int, numpy.random.Generator or None, default=0
+        Seeds the cross-validation folds, the forecasters and the shift tests' samples.
+        The default makes every fit reproducible (same inputs, same outputs); ``None``
+        gives fresh randomness.
+    verbose : bool, default=False
+        Report the steps of ``fit`` (events, one forecaster per kind) on stderr.
 
     Attributes
     ----------
@@ -463,7 +501,8 @@ class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
         label_names=None,
         shift_check=True,
         shift_alpha=0.01,
-        random_state=None,
+        random_state=0,
+        verbose=False,
     ):
         self.kinds = kinds
         self.features = features
@@ -477,6 +516,7 @@ class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
         self.shift_check = shift_check
         self.shift_alpha = shift_alpha
         self.random_state = random_state
+        self.verbose = verbose
 
     #: at most this many inputs in the reference sample of the shift tests
     _SHIFT_CAP = 5000
@@ -534,6 +574,8 @@ class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
     def _base_forecaster(self, seed: int):
         if self.forecaster is None:
             return KNNRegionForecaster(random_state=seed)
+        from sklearn.base import clone
+
         base = clone(self.forecaster)
         if "random_state" in base.get_params(deep=False) and base.get_params()["random_state"] is None:
             base.set_params(random_state=seed)
@@ -569,6 +611,8 @@ class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
         self._check_params()
         rng = check_random_state(self.random_state)
         self.kinds_ = self._kinds()
+        verbose = bool(self.verbose)
+        message("building the events and their features ...", verbose)
         table = self.events(pred, y_true, raw=raw)
         if isinstance(self.method, dict):
             keys = ["pooled"] if self.pooled else list(table.kind_names)
@@ -578,7 +622,7 @@ class StructuredRecalibrator(SaveLoadMixin, BaseEstimator):
         self.forecasters_, self.feature_names_, self.selection_ = {}, {}, {}
         self.shift_reference_, self.shift_columns_ = {}, {}
         keys = ["pooled"] if self.pooled else list(table.kind_names)
-        for key in keys:
+        for key in progress(keys, desc="fitting forecasters", verbose=verbose):
             rows = self._rows(table, key)
             X, names = self._design(table, key)
             y = table.outcome[rows]

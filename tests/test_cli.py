@@ -13,9 +13,10 @@ def demo_json():
     import contextlib
     import io
 
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert main(["demo", "ocr", "--json"]) == 0
+    buf, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
+        assert main(["demo", "ocr", "--json", "--quiet"]) == 0
+    assert err.getvalue() == ""  # --quiet: no progress messages
     return json.loads(buf.getvalue())
 
 
@@ -40,11 +41,26 @@ def test_demo_ocr_table_output(capsys):
     from structcal.cli import demo_ocr
 
     result = demo_ocr()
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "per letter" in out and "pooled" in out and "marginal" in out
     assert f"{result['letter_accuracy']:.1f}%" in out
     # the JSON and the table agree: the pooled calibrated l2 x100 appears in the table
     assert f"{result['pooled']['calibrated_l2']:.2f}" in out
+    # progress goes to stderr, step by step
+    assert "structcal: loading the shipped model" in captured.err
+    assert "fitting forecasters" in captured.err
+    # the JIT remark appears exactly when kernels were compiled in this run
+    assert ("JIT compilation" in out) == (result["jit_compiled_signatures"] > 0)
+
+
+def test_quiet_is_accepted_before_and_after_the_command():
+    from structcal.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["--quiet", "demo", "ocr"]).quiet
+    assert parser.parse_args(["demo", "ocr", "-q"]).quiet
+    assert not parser.parse_args(["demo", "ocr"]).quiet
 
 
 def test_cli_rejects_unknown_demo(capsys):

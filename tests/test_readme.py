@@ -14,5 +14,10 @@ def test_readme_has_examples():
 
 
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_readme_example_runs(code, capsys):
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+def test_readme_example_runs_and_prints_the_same_on_every_run(code, capsys):
+    # reproducible by default: a second run prints exactly the same numbers
+    outputs = []
+    for _ in range(2):
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]

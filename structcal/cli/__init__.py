@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from . import apply, demo, evaluate, fit
+from ._common import add_common_options
 from ._files import InputError
 from .demo import demo_ocr
 
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"structcal {__version__}")
+    add_common_options(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _COMMANDS:
         module.add_parser(sub)

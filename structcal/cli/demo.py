@@ -7,31 +7,53 @@ import time
 
 import numpy as np
 
+from ._common import add_common_options
+
 __all__ = ["demo_ocr", "add_parser", "run"]
 
 
-def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
+def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False, verbose: bool = True) -> dict:
     """Calibrate a shipped OCR chain CRF's MAP and per-letter events (the main job).
 
     Loads the shipped model and the OCR data, runs inference on the recalibration pool
     (folds 6-9) and the test split (folds 3-5), builds MAP and marginal events with every
     Table 1 feature, fits cross-validated k-NN region forecasters on the recalibration
-    events and evaluates raw vs calibrated probabilities on the test events.
+    events and evaluates raw vs calibrated probabilities on the test events. Steps are
+    reported on stderr as they run (``verbose``), the text results on stdout as soon as
+    they are known.
     """
+    from .._progress import compile_monitor, message
     from ..demos import ocr_setup
     from ..forecasters import KNNRegionForecaster
     from ..recalibration import StructuredRecalibrator
 
+    def say(line=""):
+        if not as_json:
+            print(line, flush=True)
+
     t0 = time.perf_counter()
-    setup = ocr_setup(model)
-    train, recal, test = setup.train, setup.recalibration, setup.test
-    pred_recal, pred_test = setup.predict(recal), setup.predict(test)
-    rec = StructuredRecalibrator(
-        features="table1", lexicon=setup.lexicon, label_names=train.alphabet,
-        forecaster=KNNRegionForecaster(random_state=0), method="forecaster",
-    ).fit(pred_recal, recal.labels)
-    report = rec.evaluate(pred_test, test.labels)
-    correct = pred_test.map_labels == test.labels
+    say(f"structcal demo ocr: calibrated confidence for the shipped chain CRF {model!r}")
+    with compile_monitor(verbose) as jit:
+        message("loading the shipped model and the OCR data ...", verbose)
+        setup = ocr_setup(model)
+        train, recal, test = setup.train, setup.recalibration, setup.test
+        message("inference on the test and recalibration words ...", verbose)
+        pred_recal, pred_test = setup.predict(recal), setup.predict(test)
+        correct = pred_test.map_labels == test.labels
+        letter_accuracy = float(correct.mean())
+        word_accuracy = float(np.logical_and.reduceat(correct, test.offsets[:-1]).mean())
+        say(f"  test split (folds 3-5): {test.n_words} words, Viterbi accuracy "
+            f"{letter_accuracy:.1%} per letter, {word_accuracy:.1%} per word")
+        rec = StructuredRecalibrator(
+            features="table1", lexicon=setup.lexicon, label_names=train.alphabet,
+            forecaster=KNNRegionForecaster(), method="forecaster", random_state=0,
+            verbose=verbose,
+        ).fit(pred_recal, recal.labels)
+        k = {name: int(f.n_neighbors_) for name, f in rec.forecasters_.items()}
+        say(f"  recalibration (folds 6-9): {recal.n_words} words; CV k-NN region forecasters "
+            f"on every Table 1 feature (k = {k['map']} for words, {k['marginal']} for letters)")
+        message("scoring raw and calibrated probabilities on the test events ...", verbose)
+        report = rec.evaluate(pred_test, test.labels)
     seconds = time.perf_counter() - t0
     from ._report import SCALE
 
@@ -43,11 +65,11 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
             "l2, calibration_error, sharpness": "x100 (as in the text table)",
             "seconds": "wall-clock seconds, including JIT compilation on a first run",
         },
-        "letter_accuracy": 100 * float(correct.mean()),
-        "word_accuracy": 100 * float(np.logical_and.reduceat(correct, test.offsets[:-1]).mean()),
+        "letter_accuracy": 100 * letter_accuracy,
+        "word_accuracy": 100 * word_accuracy,
         "n_recalibration_words": recal.n_words,
         "n_test_words": test.n_words,
-        "k": {name: int(f.n_neighbors_) for name, f in rec.forecasters_.items()},
+        "k": k,
     }
     for kind in ("map", "marginal", "pooled"):
         raw, cal = report.get(kind, "raw"), report.get(kind, "calibrated")
@@ -61,20 +83,18 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False) -> dict:
             "calibrated_sharpness": SCALE * cal.sharpness,
         }
     result["seconds"] = seconds
+    result["jit_compiled_signatures"] = jit.n_compiled
+    result["jit_compile_seconds"] = jit.seconds
     if as_json:
         print(json.dumps(result))
         return result
-    print(f"structcal demo ocr: calibrated confidence for the shipped chain CRF {model!r}")
-    print(f"  test split (folds 3-5): {test.n_words} words, Viterbi accuracy "
-          f"{result['letter_accuracy']:.1f}% per letter, {result['word_accuracy']:.1f}% per word")
-    print(f"  recalibration (folds 6-9): {recal.n_words} words; CV k-NN region forecasters "
-          f"on every Table 1 feature (k = {result['k']['map']} for words, "
-          f"{result['k']['marginal']} for letters)")
     print("  events: 'is the word right?' (map), 'is letter j right?' (marginal); l2 loss,")
     print("  calibration error and sharpness x100 on the test events (10 buckets):\n")
     for line in report.format(scale=SCALE).splitlines():
         print("  " + line)
-    print(f"\n  done in {seconds:.1f} s (including JIT compilation on a first run)")
+    jit_note = (f" (including {jit.seconds:.1f} s of JIT compilation: {jit.n_compiled} kernel "
+                "signatures, cached for later runs)" if jit.compiled else "")
+    print(f"\n  done in {seconds:.1f} s{jit_note}")
     return result
 
 
@@ -86,6 +106,7 @@ def add_parser(sub) -> None:
     demo.add_argument("--json", action="store_true",
                       help="print one JSON object (the text's figures in the text's units: "
                            "accuracies in percent, losses x100; stated under 'units')")
+    add_common_options(demo)
     demo.add_argument(
         "--model", default="ocr_chain_crf",
         choices=["ocr_chain_crf", "ocr_chain_crf_max_margin"], help="which shipped model",
@@ -96,5 +117,5 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """Run ``structcal demo``."""
     if args.dataset == "ocr":
-        demo_ocr(model=args.model, as_json=args.json)
+        demo_ocr(model=args.model, as_json=args.json, verbose=not args.quiet)
     return 0

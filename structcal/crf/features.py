@@ -110,9 +110,9 @@ class ImageFeatures(TransformerMixin, BaseEstimator):
         Number of input features (``height * width``).
     n_features_out_ : int
         Number of output features.
-    mean_ : ndarray of shape (n_features_in_,)
+    mean_ : ndarray of shape ``(n_features_in_,)``
         Per-feature mean of the training tokens.
-    projection_ : ndarray of shape (n_features_in_, n_components)
+    projection_ : ndarray of shape ``(n_features_in_, n_components)``
         Maps centred tokens to whitened principal-component scores (unit variance on the
         training tokens); sign fixed so each component's largest entry is positive.
 
@@ -202,11 +202,11 @@ class ImageFeatures(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_tokens, n_features_in_)
+        X : array-like of shape ``(n_tokens, n_features_in_)``
 
         Returns
         -------
-        ndarray of shape (n_tokens, n_features_out_)
+        ndarray of shape ``(n_tokens, n_features_out_)``
         """
         check_is_fitted(self, "projection_")
         X = _tokens_iv(X)

@@ -7,7 +7,6 @@ import numpy as np
 from .._validation import as_int_array, check_int, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from ..potentials import ChainPotentials
-from . import _lexicon
 
 __all__ = ["Lexicon"]
 
@@ -118,6 +117,8 @@ class Lexicon:
         labels = as_int_array(labels, "labels", ndim=1, low=0, high=self.n_states)
         offsets = check_offsets(offsets, "offsets", labels.shape[0])
         out = np.zeros(offsets.shape[0] - 1, dtype=np.bool_)
+        from . import _lexicon  # Numba: imported on first use, not with structcal.events
+
         _lexicon.contains_batch(self.children, self.terminal, labels, offsets, out, work=labels.shape[0])
         return out
 
@@ -138,6 +139,8 @@ class Lexicon:
             )
         pw, stride = potentials._pairwise3()
         out = np.empty(potentials.n_chains)
+        from . import _lexicon
+
         _lexicon.log_mass_batch(
             self.parent, self.label, self.terminal, self.levels, potentials.unary,
             potentials.offsets, potentials.edge_offsets, pw, stride, out,

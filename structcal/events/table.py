@@ -98,6 +98,38 @@ class EventTable:
     def __len__(self) -> int:
         return self.n_events
 
+    def __repr__(self) -> str:
+        return (f"EventTable(n_events={self.n_events}, n_items={self.n_items}, "
+                f"kinds={list(self.kind_names)}, features={list(self.feature_names)})")
+
+    def _repr_html_(self, max_rows: int = 10) -> str:
+        """A summary per kind, then the first ``max_rows`` events (notebook display)."""
+        from .._html import html_table
+
+        summary = []
+        for k, name in enumerate(self.kind_names):
+            rows = self.kind == k
+            holds = "" if self.outcome is None or not rows.any() else f"{self.outcome[rows].mean():.3f}"
+            summary.append([name, self.kind_scopes[k], int(rows.sum()), holds,
+                            ", ".join(n for n, d in zip(self.feature_names, self.defined[k]) if d)])
+        html = html_table(["kind", "scope", "events", "holds", "features"], summary,
+                          caption=f"EventTable: {self.n_events} events of {self.n_items} items")
+        header = ["kind", "item", "position", "label", *self.feature_names]
+        if self.outcome is not None:
+            header.append("outcome")
+        if self.raw is not None:
+            header.append("raw")
+        first = []
+        for i in range(min(max_rows, self.n_events)):
+            row = [self.kind_names[self.kind[i]], self.item[i], self.position[i], self.label[i],
+                   *(f"{v:.4g}" for v in self.X[i])]
+            if self.outcome is not None:
+                row.append(bool(self.outcome[i]))
+            if self.raw is not None:
+                row.append(f"{self.raw[i]:.4g}")
+            first.append(row)
+        return html + html_table(header, first, caption=f"first {len(first)} events")
+
     def select(self, rows) -> "EventTable":
         """The events selected by a boolean mask or an index array (same columns)."""
         rows = np.asarray(rows)

@@ -31,7 +31,8 @@ from .._validation import (
     check_option,
     describe,
 )
-from ..exceptions import ConvergenceWarning, InfeasibleError, ParameterError, ParameterTypeError
+from .. import exceptions
+from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError
 from ..potentials import GraphPotentials
 from . import _graph
 from ._chain import scaled_exponentials
@@ -181,7 +182,7 @@ def _warn_unconverged(converged, method, max_iter):
         warnings.warn(
             f"{method} did not converge within max_iter={max_iter} on {bad.size} graph(s) "
             f"(first: {bad[:5].tolist()}); increase max_iter or damping, or loosen tol",
-            ConvergenceWarning,
+            exceptions.ConvergenceWarning,  # scikit-learn's class: imported only when warning
             stacklevel=3,
         )
 
@@ -660,11 +661,11 @@ def belief_propagation(
 
     References
     ----------
-    J. Pearl, *Probabilistic Reasoning in Intelligent Systems*, Morgan Kaufmann, 1988.
-    K. P. Murphy, Y. Weiss and M. I. Jordan, *Loopy belief propagation for approximate
-    inference: an empirical study*, UAI 1999 (damping).
-    J. S. Yedidia, W. T. Freeman and Y. Weiss, *Constructing free-energy approximations
-    and generalized belief propagation algorithms*, IEEE Trans. Inf. Theory 51(7), 2005.
+    - J. Pearl, *Probabilistic Reasoning in Intelligent Systems*, Morgan Kaufmann, 1988.
+    - K. P. Murphy, Y. Weiss and M. I. Jordan, *Loopy belief propagation for approximate
+      inference: an empirical study*, UAI 1999 (damping).
+    - J. S. Yedidia, W. T. Freeman and Y. Weiss, *Constructing free-energy approximations
+      and generalized belief propagation algorithms*, IEEE Trans. Inf. Theory 51(7), 2005.
 
     Examples
     --------

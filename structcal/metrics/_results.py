@@ -53,6 +53,26 @@ class ReliabilityTable:
         """``mean_outcome - mean_forecast`` per bin (NaN for empty bins)."""
         return self.mean_outcome - self.mean_forecast
 
+    def __repr__(self) -> str:
+        return f"ReliabilityTable(n_bins={self.n_bins}, n={float(self.counts.sum()):g})"
+
+    def _repr_html_(self, caption="Reliability table") -> str:
+        from .._html import html_table
+
+        rows = []
+        for b in range(self.n_bins):
+            lo, hi = self.bin_edges[b], self.bin_edges[b + 1]
+            empty = not self.counts[b] > 0
+            rows.append([
+                f"[{lo:.3g}, {hi:.3g}{']' if b == self.n_bins - 1 else ')'}",
+                f"{self.counts[b]:g}",
+                "" if empty else f"{self.mean_forecast[b]:.4f}",
+                "" if empty else f"{self.mean_outcome[b]:.4f}",
+                "" if empty else f"{self.gap[b]:+.4f}",
+            ])
+        return html_table(["bin", "count", "mean forecast", "mean outcome", "gap"], rows,
+                          caption=caption)
+
     @classmethod
     def _from_stats(cls, edges: np.ndarray, stats: np.ndarray) -> ReliabilityTable:
         counts = stats[_kernels.STAT_W].copy()

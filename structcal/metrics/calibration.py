@@ -286,6 +286,25 @@ class ReliabilityCurve:
     bandwidth: float
     n_resamples: int
 
+    def __repr__(self) -> str:
+        return (f"ReliabilityCurve(grid_size={self.grid.shape[0]}, level={self.level}, "
+                f"bandwidth={self.bandwidth:.4g}, n_resamples={self.n_resamples})")
+
+    def _repr_html_(self) -> str:
+        from .._html import html_table
+
+        step = max(1, self.grid.shape[0] // 10)
+        rows = [[f"{self.grid[i]:.3f}", f"{self.estimate[i]:.4f}", f"{self.low[i]:.4f}",
+                 f"{self.high[i]:.4f}", f"{self.density[i]:.3f}"]
+                for i in range(0, self.grid.shape[0], step)]
+        return html_table(
+            ["score", "estimate", f"low ({self.level:g})", f"high ({self.level:g})", "density"],
+            rows, caption="Reliability curve",
+            note=f"every {step}th of {self.grid.shape[0]} grid points; bandwidth "
+                 f"{self.bandwidth:.4g}, {self.n_resamples} bootstrap resamples; "
+                 "structcal.plotting.plot_reliability_curve draws it",
+        )
+
 
 # ---------------------------------------------------------------------------------------
 # binned estimators

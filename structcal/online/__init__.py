@@ -89,19 +89,19 @@ every forecast at most 1/2 is followed by a 1 and every larger one by a 0, so
 
 References
 ----------
-.. [1] V. Kuleshov and S. Ermon. Estimating uncertainty online against an adversary.
-   AAAI 2017.
-.. [2] D. P. Foster and R. V. Vohra. Asymptotic calibration. Biometrika 85(2):379-390,
-   1998.
-.. [3] D. P. Foster. A proof of calibration via Blackwell's approachability theorem.
-   Games and Economic Behavior 29:73-78, 1999.
-.. [4] N. Cesa-Bianchi and G. Lugosi. Prediction, Learning, and Games. Cambridge
-   University Press, 2006.
-.. [5] A. Blum and Y. Mansour. From external to internal regret. JMLR 8:1307-1324, 2007.
-.. [6] S. Hart and A. Mas-Colell. A simple adaptive procedure leading to correlated
-   equilibrium. Econometrica 68(5):1127-1150, 2000.
-.. [7] S. Mannor and G. Stoltz. A geometric proof of calibration. Mathematics of
-   Operations Research 35(4):721-727, 2010.
+- V. Kuleshov and S. Ermon. Estimating uncertainty online against an adversary.
+  AAAI 2017.
+- D. P. Foster and R. V. Vohra. Asymptotic calibration. Biometrika 85(2):379-390,
+  1998.
+- D. P. Foster. A proof of calibration via Blackwell's approachability theorem.
+  Games and Economic Behavior 29:73-78, 1999.
+- N. Cesa-Bianchi and G. Lugosi. Prediction, Learning, and Games. Cambridge
+  University Press, 2006.
+- A. Blum and Y. Mansour. From external to internal regret. JMLR 8:1307-1324, 2007.
+- S. Hart and A. Mas-Colell. A simple adaptive procedure leading to correlated
+  equilibrium. Econometrica 68(5):1127-1150, 2000.
+- S. Mannor and G. Stoltz. A geometric proof of calibration. Mathematics of
+  Operations Research 35(4):721-727, 2010.
 """
 
 from .events import recalibrate_events

@@ -167,13 +167,13 @@ class OnlineRecalibrator(io.SaveLoadMixin, ClassifierMixin, BaseEstimator):
         The resolved ``M``.
     grid_ : ndarray of shape (n_grid + 1,)
         The forecast grid ``i / N``.
-    homes_ : ndarray of shape (n_buckets_,)
+    homes_ : ndarray of shape ``(n_buckets_,)``
         Grid index each bucket forecasts while its statistics allow several forecasts
         (see :func:`bucket_homes`); the initial forecast of every bucket.
-    counts_ : ndarray of shape (n_buckets_, n_grid + 1)
+    counts_ : ndarray of shape ``(n_buckets_, n_grid + 1)``
         Per bucket and grid point: the summed forecast probabilities ``sum_t w_{t,i}``
         (``"regret"``) or the number of times ``i / N`` was forecast (``"blackwell"``).
-    outcome_sums_ : ndarray of shape (n_buckets_, n_grid + 1)
+    outcome_sums_ : ndarray of shape ``(n_buckets_, n_grid + 1)``
         The same sums weighted by the outcomes ``y_t``.
     rng_state_ : ndarray of shape (1,), dtype uint64
         The state of the private coin.
