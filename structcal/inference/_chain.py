@@ -534,14 +534,18 @@ def _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, v0, ckpt, labels):
     vp, pwp, up = data_pointer(v), data_pointer(pw), data_pointer(unary)
     for j in range(K):
         v[v0, j] = unary[s, j]
+    rp = v0  # row of v holding position t - 1 (no modulo in the loop)
     for t in range(1, L):
-        if t % B == 0:
+        rc = rp + 1
+        if rc == v0 + B:  # position t starts a block: keep the row before it
+            rc = v0
             for j in range(K):
-                ckpt[t // B - 1, j] = v[v0 + (t - 1) % B, j]
+                ckpt[t // B - 1, j] = v[rp, j]
         m0 = (mat0 + t - 1) * pw_stride * K * K
-        _vecmat(vp, (v0 + (t - 1) % B) * K, pwp, m0, up, (s + t) * K, vp, (v0 + t % B) * K, K, True, True)
+        _vecmat(vp, rp * K, pwp, m0, up, (s + t) * K, vp, rc * K, K, True, True)
+        rp = rc
     # backtrack by recomputing each argmax (cheaper than storing back-pointers)
-    last = v0 + (L - 1) % B
+    last = rp
     best = 0
     for j in range(1, K):
         if v[last, j] > v[last, best]:
@@ -562,7 +566,8 @@ def _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, v0, ckpt, labels):
                 _vecmat(vp, (v0 + (q - 1) % B) * K, pwp, m0, up, (s + q) * K, vp, (v0 + q % B) * K, K, True, True)
         m = (mat0 + t) * pw_stride
         nxt = labels[s + t + 1]
-        r = v0 + t % B
+        r = rp - 1 if rp > v0 else v0 + B - 1  # position t: one row before t + 1's
+        rp = r
         b = 0
         bv = v[r, 0] + pw[m, 0, nxt]
         for i in range(1, K):
