@@ -32,7 +32,7 @@ partition succeeded and the partitions were checked to hold disjoint items; then
 ``_SUCCESS`` file is written. A failed run leaves no directory at the destination.
 
 Workers receive the fitted recalibrator as a Python object through Dask (serialised in
-transit, never as a pickle file on disk); until the project's versioned save/load lands,
+transit inside a task the scheduler can re-run, never as a pickle file on disk); until the project's versioned save/load lands,
 that is how it travels, and workers check that they run the same structcal version as
 the client.
 """
@@ -255,6 +255,10 @@ def _predict_partition(recalibrator, file, out_dir, version, inference_options):
     return ids, t.n_events
 
 
+def _identity(x):
+    return x
+
+
 def _client(client):
     if client is not None:
         return client
@@ -302,7 +306,9 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, **infe
     tmp = destination.with_name(f".{destination.name}.tmp-{uuid.uuid4().hex[:8]}")
     tmp.mkdir(parents=True)
     try:
-        rec = client.scatter(recalibrator, broadcast=True)
+        # the object travels inside a task the scheduler keeps, so a worker lost mid-run
+        # is recovered by recomputing it (scattered data would be lost with its worker)
+        rec = client.submit(_identity, recalibrator, pure=False)
         futures = [
             client.submit(_predict_partition, rec, str(f), str(tmp), _version(), inference_options,
                           pure=False)
@@ -362,7 +368,7 @@ def _fit_on_pieces(recalibrator, pieces, inference_options):
 
 
 def sample_items(source, n_items, *, random_state, client=None):
-    """The seeded sample of item ids :func:`fit_recalibrator` uses (sorted).
+    """Draw the seeded sample of item ids :func:`fit_recalibrator` uses (sorted).
 
     Item ids of every partition are read on the workers; ``n_items`` of them are drawn
     uniformly without replacement with ``numpy.random.default_rng(random_state)`` from
