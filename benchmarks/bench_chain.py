@@ -7,7 +7,8 @@ then the same two tasks with one pairwise matrix per edge (the shipped transitio
 plus N(0, 0.1) noise, as an outside model such as a neural net would supply them) on
 the test words once (``*_per_edge`` rows and keys; 5.4 KB of potentials per edge).
 A fresh process also records how much its peak memory grows during one such call on
-the test words x3 (``per_edge_memory_*`` keys).
+the test words x3 (``per_edge_memory_*`` keys), and another the peak memory beyond the
+outputs of inference on one chain of 10^6 tokens (``long_chain_scratch_bytes_per_token``).
 Prints a table (median and range of ``--repeats`` runs) or, with ``--json``, one JSON
 object. JIT compilation is timed separately, in fresh interpreters: the first calls of
 every driver used here (serial and parallel, MAP only and MAP + marginals) with an empty
@@ -103,6 +104,40 @@ print(p.pairwise.nbytes / 2**20, p.n_edges, after - before)
 """
 
 
+_LONG_CHAIN_MEMORY = """
+import numpy as np
+from structcal import ChainPotentials
+from structcal.inference import infer
+L, K, marginals = {length}, 26, {marginals}
+rng = np.random.default_rng(0)
+p = ChainPotentials(rng.normal(size=(L, K)), [0, L], rng.normal(size=(K, K)))
+infer(ChainPotentials(p.unary[:5000], [0, 5000], p.pairwise), marginals=marginals)  # compile
+def status_bytes(key):
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith(key)) * 1024
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+before = status_bytes("VmRSS:")
+r = infer(p, marginals=marginals)
+outputs = L * 8 * (K + 1 if marginals else 1)  # labels (+ marginals)
+print((status_bytes("VmHWM:") - before - outputs) / L)
+"""
+
+
+def long_chain_scratch(length=10**6):
+    """Peak resident memory beyond the outputs, in bytes per token, of one chain of
+    ``length`` tokens (26 states, shared matrix), each in a fresh process: ``(Viterbi +
+    marginals, Viterbi alone)``; Linux only (``/proc/self/clear_refs``), else None."""
+    if not os.path.exists("/proc/self/clear_refs"):
+        return None
+    out = []
+    for marginals in (True, False):
+        code = _LONG_CHAIN_MEMORY.format(length=length, marginals=marginals)
+        run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+        out.append(float(run.stdout))
+    return tuple(out)
+
+
 def per_edge_peak_memory(copies=3):
     """Growth of the resident memory (MiB) of a fresh process, peak during one
     ``infer(map=True, marginals=True)`` call on per-edge potentials for the test words
@@ -186,6 +221,7 @@ def main():
         compile_warm = first_call_seconds(cache_dir)
 
     pe_mib, pe_edges, pe_extra = per_edge_peak_memory()
+    long_scratch = long_chain_scratch()
     p, source, test = ocr_potentials(args.copies)
     n_words = p.n_chains
     per_edge = per_edge_copy(p.subset(np.arange(n_words // args.copies)))  # test words once
@@ -218,6 +254,7 @@ def main():
         "per_edge_memory_pairwise_mib": pe_mib,
         "per_edge_memory_n_edges": pe_edges,
         "per_edge_memory_infer_peak_growth_mib": pe_extra,
+        "long_chain_scratch_bytes_per_token": long_scratch,
         "mean_length": float(p.lengths.mean()),
         "n_states": p.n_states,
         "repeats": args.repeats,
@@ -239,6 +276,10 @@ def main():
           f"{per_edge.n_edges} matrices, {per_edge.pairwise.nbytes / 2**20:.0f} MiB)")
     print(f"peak memory growth during infer (MAP + marginals) on {pe_edges} per-edge matrices "
           f"({pe_mib:.0f} MiB of potentials), outputs included: {pe_extra:.0f} MiB")
+    if long_scratch:
+        print(f"one chain of 10^6 tokens, 26 states: peak memory beyond the outputs "
+              f"{long_scratch[0]:.0f} bytes/token (Viterbi + marginals), "
+              f"{long_scratch[1]:.0f} (Viterbi alone)")
     print(f"{'task':<28}{'threads':>8}{'median words/s':>16}{'min':>12}{'max':>12}")
     for name, threads, med, lo, hi in rows:
         print(f"{name:<28}{threads:>8}{med:>16,.0f}{lo:>12,.0f}{hi:>12,.0f}")
