@@ -61,9 +61,7 @@ autodoc_default_options = {"members": True, "inherited-members": False}
 autodoc_typehints = "none"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-# types such as "ndarray of shape (n_features_in_,)" stay plain text (no broken links)
-numpydoc_xref_param_type = True
-numpydoc_xref_ignore = "all"
+numpydoc_xref_param_type = False
 
 # no intersphinx: the build runs offline in CI, and references to other projects'
 # objects are plain text rather than broken links
