@@ -23,7 +23,6 @@ from ._progress import message, progress
 from ._validation import check_float, check_int, check_option, check_random_state, describe
 from .events import EventKind, EventTable, MAPEvent, MarginalEvent, build_events
 from .exceptions import DistributionShiftWarning, ParameterError, ParameterTypeError
-from .forecasters import KNNRegionForecaster, SingleClassWarning
 from .io import SaveLoadMixin
 
 __all__ = [
@@ -573,6 +572,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
 
     def _base_forecaster(self, seed: int):
         if self.forecaster is None:
+            from .forecasters import KNNRegionForecaster  # scikit-learn: imported on first fit
+
             return KNNRegionForecaster(random_state=seed)
         from sklearn.base import clone
 
@@ -682,6 +683,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 float(y[train][0]) if iso is None else iso.predict_proba(r[test])[:, 1]
             )
             with warnings.catch_warnings():
+                from .forecasters import SingleClassWarning
+
                 warnings.simplefilter("ignore", SingleClassWarning)
                 model = self._base_forecaster(seed).fit(X[train], y[train])
             held_out["forecaster"][test] = _positive_column(model, X[test])

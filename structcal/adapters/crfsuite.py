@@ -28,7 +28,6 @@ import struct
 from itertools import chain, compress, repeat
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._validation import describe
 from ..exceptions import ParameterError, ParameterTypeError
@@ -80,6 +79,8 @@ class CRFsuiteModel:
     def __init__(self, labels, attributes, state_weights, transitions):
         self.labels = tuple(labels)
         self.attributes = list(attributes)
+        import scipy.sparse as sp
+
         self.state_weights = sp.csr_matrix(state_weights, dtype=np.float64)
         self.transitions = np.ascontiguousarray(transitions, dtype=np.float64)
         self._vocab = None
@@ -151,6 +152,8 @@ class CRFsuiteModel:
             raise ParameterError(
                 "CRFsuite model: a feature refers to an unknown label or attribute"
             )
+        import scipy.sparse as sp
+
         W = sp.coo_matrix(
             (
                 f_s["weight"].astype(np.float64),
@@ -222,7 +225,7 @@ class CRFsuiteModel:
             self._vocab = (by_key, by_name)
         return self._vocab
 
-    def attribute_matrix(self, X) -> tuple[sp.csr_matrix, np.ndarray]:
+    def attribute_matrix(self, X) -> tuple:
         """Attribute values of every token: ``(A of shape (n_tokens, n_attributes), lengths)``.
 
         Parameters
@@ -321,6 +324,8 @@ def _fast_matrix(tokens, vocab, n_attributes: int):
     row_of = np.repeat(np.arange(len(tokens), dtype=np.int64), counts)
     indptr = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum(np.bincount(row_of[known], minlength=len(tokens)), out=indptr[1:])
+    import scipy.sparse as sp
+
     return sp.csr_matrix((vals[known], idx[known], indptr), shape=(len(tokens), n_attributes))
 
 
