@@ -76,8 +76,10 @@ html_static_path = []
 
 
 def _skip_foreign_members(app, what, name, obj, skip, options):
-    """Document structcal's own members only, not those scikit-learn's base classes add
-    (``score``, ``set_fit_request``, ...): their docstrings link into sklearn's docs."""
+    """Document structcal's own members only, not those scikit-learn's base classes add.
+
+    (``score``, ``set_fit_request``, ...: their docstrings link into sklearn's docs.)
+    """
     module = getattr(obj, "__module__", None) or ""
     if what == "class" and callable(obj) and not module.startswith("structcal"):
         return True
@@ -85,4 +87,5 @@ def _skip_foreign_members(app, what, name, obj, skip, options):
 
 
 def setup(app):
+    """Register the member filter."""
     app.connect("autodoc-skip-member", _skip_foreign_members)

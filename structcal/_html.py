@@ -8,7 +8,7 @@ __all__ = ["html_table"]
 
 
 def html_table(header, rows, *, caption=None, note=None) -> str:
-    """An HTML table: ``header`` a list of column titles, ``rows`` lists of cell strings."""
+    """Build an HTML table: ``header`` the column titles, ``rows`` lists of cells."""
     parts = ['<div class="structcal-table"><table>']
     if caption:
         parts.append(f"<caption style='text-align:left'><b>{escape(str(caption))}</b></caption>")

@@ -1,5 +1,7 @@
-"""Flat results back to items: per-token/per-node arrays split per chain or graph, per-event
-values split per item, per-node values written onto networkx graphs.
+"""Flat results back to items, and per-node results onto networkx graphs.
+
+Per-token/per-node arrays split per chain or graph, per-event values split per item,
+per-node values written onto networkx graphs as attributes.
 
 structcal returns results flat (one row per token, node or event of the whole batch) with
 offsets saying where each item starts; these helpers undo that for display and export.

@@ -98,12 +98,8 @@ class EventTable:
     def __len__(self) -> int:
         return self.n_events
 
-    def __repr__(self) -> str:
-        return (f"EventTable(n_events={self.n_events}, n_items={self.n_items}, "
-                f"kinds={list(self.kind_names)}, features={list(self.feature_names)})")
-
     def _repr_html_(self, max_rows: int = 10) -> str:
-        """A summary per kind, then the first ``max_rows`` events (notebook display)."""
+        """Show a summary per kind, then the first ``max_rows`` events (notebook display)."""
         from .._html import html_table
 
         summary = []
