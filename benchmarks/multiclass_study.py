@@ -116,7 +116,7 @@ def spread_rest(P_raw, top, q):
 
 def map_recalibrated(logp_fit, y_fit, logp_test, forecaster, seed):
     rec = StructuredRecalibrator(
-        kinds=[MAPEvent()], features=MAP_FEATURES, forecaster=forecaster,
+        kinds=[MAPEvent()], features=MAP_FEATURES, forecaster=forecaster, method="forecaster",
     ).fit(as_prediction(logp_fit), y_fit)
     return rec.predict(as_prediction(logp_test)).for_kind("map")
 
@@ -125,7 +125,7 @@ def classwise_recalibrated(logp_fit, y_fit, logp_test, seed):
     K = logp_fit.shape[1]
     kinds = [LabelAt(0, c, name=f"y={c}") for c in range(K)]
     rec = StructuredRecalibrator(
-        kinds=kinds, features=CLASS_FEATURES,
+        kinds=kinds, features=CLASS_FEATURES, method="forecaster",
         forecaster=KNNRegionForecaster(random_state=seed),
     ).fit(as_prediction(logp_fit), y_fit, raw=True)
     out = rec.predict(as_prediction(logp_test))
