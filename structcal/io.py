@@ -303,7 +303,13 @@ def load(path, *, expected_class: type | None = None):
 
         model = decode(manifest["state"], arrays, where)
     else:
-        model = cls._from_state(manifest["params"], arrays)
+        try:
+            model = cls._from_state(manifest["params"], arrays)
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
+            raise ParameterError(
+                f"the arrays {str(npz_path)!r} and manifest {where!r} do not describe a "
+                f"valid {name}: {type(exc).__name__}: {exc}"
+            ) from None
     model.metadata_ = manifest.get("metadata", {})
     return model
 
@@ -318,10 +324,14 @@ def _read_arrays(npz_path, manifest, where) -> dict:
             f"differs from the one recorded in {where!r}"
         )
     try:
-        with np.load(npz_path, allow_pickle=False) as data:
+        # (our own handle: np.load leaves its file open when the archive is unreadable)
+        with open(npz_path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise ParameterError(f"cannot read model arrays {str(npz_path)!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001  (EOFError, BadZipFile, zlib.error, header errors...)
+        raise ParameterError(
+            f"cannot read model arrays {str(npz_path)!r} (empty, truncated or corrupt file?): "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
     missing = set(manifest.get("arrays", [])) - set(arrays)
     if missing:
         raise ParameterError(f"model arrays {sorted(missing)} are missing from {str(npz_path)!r}")

@@ -506,12 +506,19 @@ def test_loading_bad_files(tmp_path):
     (tmp_path / "m.json").write_text(json.dumps(manifest))
     arrays = dict(np.load(tmp_path / "m.npz"))
     np.savez(tmp_path / "m.npz", **{**arrays, "coef": arrays["coef"][:, :2]})
+    # a rewritten .npz no longer matches the manifest's checksum ...
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        ChainCRF.load(tmp_path / "m")
+    # ... and without a recorded checksum the shape check still refuses it
+    (tmp_path / "m.json").write_text(
+        json.dumps({k: v for k, v in manifest.items() if k != "arrays_sha256"}))
     with pytest.raises(ValueError, match="'coef' must be a float array of shape"):
         ChainCRF.load(tmp_path / "m")
     np.savez(tmp_path / "m.npz", **{**arrays, "transitions": arrays["transitions"] * np.nan})
     with pytest.raises(ValueError, match="NaN or inf"):
         ChainCRF.load(tmp_path / "m")
-    (tmp_path / "m.json").write_text(json.dumps({**manifest, "params": {"bogus": 1}}))
+    unchecked = {k: v for k, v in manifest.items() if k != "arrays_sha256"}
+    (tmp_path / "m.json").write_text(json.dumps({**unchecked, "params": {"bogus": 1}}))
     with pytest.raises(ValueError, match="malformed ChainCRF manifest"):
         ChainCRF.load(tmp_path / "m")
 

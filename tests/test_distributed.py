@@ -55,7 +55,7 @@ def _world(n_items, seed, K=5):
 def _recalibrator():
     return StructuredRecalibrator(
         kinds=[MAPEvent(), MarginalEvent()], features=["phi_mp1", "phi_mg2"],
-        forecaster=KNNRegionForecaster(k_grid=[5, 10, 20], random_state=0),
+        forecaster=KNNRegionForecaster(k_grid=[5, 10, 20], random_state=0), method="forecaster",
     )
 
 

@@ -154,6 +154,15 @@ def test_save_and_load_round_trip(tmp_path):
         intercept=np.zeros(3),
         pairwise_coef=np.zeros(2),
     )
+    # the rewritten .npz no longer matches the manifest's checksum ...
+    with pytest.raises(ParameterError, match="SHA-256 differs"):
+        GraphCRF.load(tmp_path / "potts")
+    # ... and without a recorded checksum the shape check still refuses it
+    import json
+
+    manifest = json.loads((tmp_path / "potts.json").read_text())
+    manifest.pop("arrays_sha256")
+    (tmp_path / "potts.json").write_text(json.dumps(manifest))
     with pytest.raises(ParameterError, match="saved array 'coef' must be a float array of shape"):
         GraphCRF.load(tmp_path / "potts")
 

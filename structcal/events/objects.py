@@ -225,6 +225,8 @@ class ObjectEvents(NodeSetKind):
     scope = "object"
     contains_map = True
 
+    probability_structures = ("chain", "graph")
+
     def __init__(self, *, background=0, iou_threshold=0.5, raw="factorised", n_samples=32,
                  random_state=0, class_names=None, name="object"):
         self.background, self.iou_threshold = _check_common(background, iou_threshold)

@@ -351,8 +351,9 @@ class ContainsEntity(EventKind):
         """Return the events of this kind for every sentence of ``pred``."""
         _check_states(self, pred)
         n_t = len(self.types)
-        items = np.repeat(np.arange(pred.n_items, dtype=np.int64), n_t)
-        labels = np.tile(np.asarray(self.types, dtype=np.int64), pred.n_items)
+        nonempty = np.flatnonzero(pred.lengths > 0).astype(np.int64)  # empty items: no events
+        items = np.repeat(nonempty, n_t)
+        labels = np.tile(np.asarray(self.types, dtype=np.int64), nonempty.shape[0])
         return EventInstances(items, np.full(items.shape[0], -1, dtype=np.int64), labels)
 
     def _present(self, pred, events, labels):
