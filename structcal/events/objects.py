@@ -34,6 +34,8 @@ itself (Gibbs) would include the correlations ``q`` drops; they are not implemen
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
+
 import numpy as np
 
 from .._ragged import offsets_from_lengths
@@ -293,7 +295,7 @@ class ObjectEvents(NodeSetKind):
                 f"raw={self.raw!r})")
 
 
-class _ImageObjectKind(EventKind):
+class _ImageObjectKind(EventKind, metaclass=ABCMeta):
     """Per-image events about the objects of a segmentation (raw probability sampled)."""
 
     scope = "item"
@@ -313,8 +315,9 @@ class _ImageObjectKind(EventKind):
             )
         return _per_item(pred)
 
+    @abstractmethod
     def _holds(self, pred, gold, n_gold, component, n_comp):
-        raise NotImplementedError
+        """Whether the event holds in each image, given gold and predicted components."""
 
     def outcomes(self, pred, events, y_true):
         component, n_comp = _components_of(pred, pred.map_labels, self.background,
