@@ -756,7 +756,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             r = self._raw(table, rows)
             if r is None:
                 raise ParameterError(f"the events of {key!r} have no raw probability to recalibrate")
-            forecast[rows] = r if sel["method"] == "raw" else _positive_column(self.forecasters_[key], r)
+            # (raw probabilities can round past 1 by an ulp or so at large magnitudes)
+            forecast[rows] = (np.clip(r, 0.0, 1.0) if sel["method"] == "raw"
+                              else _positive_column(self.forecasters_[key], r))
         if self.shift_check:
             self._warn_if_shifted(self._shift_test(table))
         return CalibratedEvents(table, forecast)
