@@ -98,6 +98,11 @@ _SMALLEST = 5e-324  # the smallest positive double: x >= _SMALLEST means x > 0
 #: step's scale, is provably at least exp(_LOG_FLOOR) ~ 5e-296: far above the smallest
 #: normal double (2.2e-308) even after division by a normaliser up to K < 10^12.
 _LOG_FLOOR = -680.0
+#: A step with ``lo_t >= _LO_SURE`` after a forward row whose smallest positive entry is at
+#: least ``_AMIN_SURE`` is certified without evaluating ``exp(_LOG_FLOOR - lo_t)``:
+#: exp(-380) * exp(-300) = exp(_LOG_FLOOR).
+_LO_SURE = -300.0
+_AMIN_SURE = math.exp(_LOG_FLOOR - _LO_SURE)
 
 STATUS_OK = 0
 STATUS_INFEASIBLE = 1
@@ -696,7 +701,8 @@ def _fill_block(
     Position ``p`` (> 0) meets the matrix of edge ``p - 1``: its scaled exponentials are
     ``E[(p - b0) * pw_stride]`` (the shared matrix's when ``pw_stride`` is 0); with
     ``refill`` they are first written there from ``pw``. With ``certify``, ``thr[p - b0]``
-    gets the certificate threshold of step ``p`` (see :func:`_forward_scaled`).
+    gets ``lo`` of step ``p``, the log of a lower bound on every positive ``E[i, j] u[p, j]``
+    (see :func:`_forward_scaled`).
     """
     K = unary.shape[1]
     Kp = u.shape[1]
@@ -717,7 +723,7 @@ def _fill_block(
         if certify:
             if p > 0:
                 lo -= spread[m]
-            thr[r] = exp_nonpositive(_LOG_FLOOR - lo) if lo >= _LOG_FLOOR else 2.0
+            thr[r] = lo
     return shifts
 
 
@@ -741,11 +747,11 @@ def _forward_scaled(
     the log-space pass. ``log_partition`` is ``-inf`` (with ``ok``) when the chain is
     infeasible.
     """
-    # thr[t - b0] is the certificate threshold of step t: the smallest positive normalised
-    # forward value at t - 1 for which every term a[t-1, i] E[i, j] u[t, j] is at least
-    # exp(_LOG_FLOOR). A term is at least exp(lo_t) times that value, with lo_t the spread
-    # of the finite entries of unary + colmax at t (``_exp_shifted_row``) plus the largest
-    # spread of a column of the pairwise matrix (``spread``).
+    # Step t is certified when amin * exp(lo_t) >= exp(_LOG_FLOOR), amin being the smallest
+    # positive normalised forward value at t - 1: every term a[t-1, i] E[i, j] u[t, j] is
+    # then at least exp(_LOG_FLOOR). thr[t - b0] holds lo_t (<= 0): minus the spread of
+    # the finite entries of unary + colmax at t (``_exp_shifted_row``) and minus the
+    # largest spread of a column of the pairwise matrix (``spread``).
     K = unary.shape[1]
     Kp = u.shape[1]
     B = u.shape[0]
@@ -763,8 +769,11 @@ def _forward_scaled(
         logz += shifts
         for t in range(b0, b1):
             r = t - b0
-            if amin < thr[r]:
-                return logz, False
+            lo = thr[r]
+            # amin * exp(lo) >= exp(_LOG_FLOOR), with the exp only off the common path
+            if amin < _AMIN_SURE or lo < _LO_SURE:
+                if lo < _LOG_FLOOR or amin < exp_nonpositive(_LOG_FLOOR - lo):
+                    return logz, False
             if t == 0:
                 total, low = _row_sum_minpos(uu, 0, K)
                 src = uu
