@@ -95,6 +95,10 @@ def compact_logit_epsilon(p) -> float:
     return float(max(10.0 ** (r - 1.0), _MIN_EPSILON))
 
 
+#: Smallest gap between two knots, relative to the range of the scores (see :func:`_separated`).
+_KNOT_GAP = 1e-6
+
+
 def natural_spline_basis(x, knots) -> np.ndarray:
     """Lucena's natural cubic spline basis, shape (n_points, n_knots).
 
@@ -129,6 +133,25 @@ def natural_spline_basis(x, knots) -> np.ndarray:
 
 def _bspline_knots(knots):
     return np.concatenate([[knots[0]] * 4, knots[1:-1], [knots[-1]] * 4])
+
+
+def _separated(knots):
+    """The increasing ``knots`` without those closer than ``_KNOT_GAP`` of the scores' range
+    to the previous kept one (the last knot is kept, and its too-close predecessor
+    dropped instead).
+
+    Knots a few ulps apart (scores 1 and 1 - 1e-16) make the basis change of
+    :func:`_natural_to_bspline` singular; a spline cannot resolve such a gap anyway.
+    """
+    gap = _KNOT_GAP * (knots[-1] - knots[0])
+    keep = [0]
+    for i in range(1, knots.shape[0] - 1):
+        if knots[i] - knots[keep[-1]] > gap:
+            keep.append(i)
+    if len(keep) > 1 and knots[-1] - knots[keep[-1]] <= gap:
+        keep.pop()
+    keep.append(knots.shape[0] - 1)
+    return knots[keep]
 
 
 def _natural_to_bspline(knots):
@@ -435,6 +458,12 @@ class SplineCalib(ScoreCalibrator):
                 "SplineCalib needs at least 2 distinct scores in each calibrated column; "
                 f"column {column} has {uniq.shape[0]}"
             )
+        if uniq[-1] - uniq[0] <= 1e-12 * max(1.0, abs(uniq[0]), abs(uniq[-1])):
+            raise ParameterError(
+                "SplineCalib needs scores that differ by more than rounding in each calibrated "
+                f"column; column {column} spans [{float(uniq[0])!r}, {float(uniq[-1])!r}]"
+                + (" after the compact logit transform" if transform else "")
+            )
         n_pos = int(np.count_nonzero(outcome == 1))
         n_splits = min(self.cv, n_pos, outcome.shape[0] - n_pos)
         if n_splits < 2:
@@ -448,6 +477,7 @@ class SplineCalib(ScoreCalibrator):
         else:
             inner = rng.choice(uniq.shape[0] - 2, size=self.n_knots - 2, replace=False) + 1
             knots = np.concatenate([uniq[:1], np.sort(uniq[inner]), uniq[-1:]])
+        knots = _separated(knots)
         T, t = _natural_to_bspline(knots)
         TT = np.ascontiguousarray(T.T)
         first_u, vals_u = _design(uniq, t)
