@@ -1,10 +1,12 @@
-"""Options every ``structcal`` command shares."""
+"""What every ``structcal`` command shares: its parser's frame, ``--quiet`` and progress."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 
-__all__ = ["add_common_options"]
+__all__ = ["add_common_options", "command_parser", "finish_parser", "is_verbose", "say",
+           "reported"]
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
@@ -18,3 +20,61 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool = Fal
         default=False if top_level else argparse.SUPPRESS,
         help="print no progress messages on stderr (results still go to stdout)",
     )
+
+
+def command_parser(sub, name, *, help, description, epilog, data_help, model=False):
+    """The parser of a command on a data file (``fit``; ``apply``/``evaluate`` with ``model``).
+
+    Positional arguments: ``model`` (a recalibrator saved by ``structcal fit``) when
+    ``model``, then ``data``. The command adds its own options, then calls
+    :func:`finish_parser`.
+    """
+    p = sub.add_parser(name, help=help, description=description, epilog=epilog,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    if model:
+        p.add_argument("model", help="recalibrator saved by `structcal fit` "
+                                     "(MODEL, MODEL.npz or MODEL.json)")
+    p.add_argument("data", help=data_help)
+    return p
+
+
+def finish_parser(p, run) -> None:
+    """The options every data command takes after its own (input, inference, ``--quiet``)."""
+    from ._options import add_inference_options
+
+    add_inference_options(p)
+    add_common_options(p)
+    p.set_defaults(run=run)
+
+
+def is_verbose(args) -> bool:
+    """Whether to report progress on stderr (no ``--quiet``)."""
+    return not getattr(args, "quiet", False)
+
+
+def say(args, text) -> None:
+    """One progress line on stderr (``structcal: text``) unless ``--quiet``."""
+    from .._progress import message
+
+    message(text, is_verbose(args))
+
+
+def reported(run):
+    """Decorate a command's ``run(args)``: its steps run under the Numba compile monitor.
+
+    Unless ``--quiet``, a first run says on stderr when kernels start compiling, and at
+    the end how long it took. Nothing is added when the command fails: the error stays
+    the last line.
+    """
+    from .._progress import compile_monitor
+
+    @functools.wraps(run)
+    def wrapper(args):
+        with compile_monitor(is_verbose(args)) as jit:
+            code = run(args)
+        if jit.compiled:
+            say(args, f"JIT compilation took {jit.seconds:.1f} s ({jit.n_compiled} kernel "
+                      "signatures, cached on disk for later runs)")
+        return code
+
+    return wrapper

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ._common import say
 from ._files import InputError, load_batch, load_conll_batch
 from ._options import inference_options
 
-__all__ = ["load_recalibrator", "load_batch_for", "read_input", "calibrate"]
+__all__ = ["load_recalibrator", "load_batch_for", "read_input", "calibrate", "calibrated_input",
+           "describe"]
 
 
 def read_input(args, *, need_labels, saved_inference=None):
@@ -14,6 +16,15 @@ def read_input(args, *, need_labels, saved_inference=None):
         return load_conll_batch(args.data, args.crfsuite, need_labels=need_labels)
     return load_batch(args.data, need_labels=need_labels,
                       graph_options=inference_options(args, saved_inference))
+
+
+def describe(batch) -> str:
+    """``80 chains (312 tokens, K = 3, with labels) from test.npz``, for progress lines."""
+    pred = batch.prediction
+    unit = "tokens" if batch.structure == "chain" else "nodes"
+    labels = ", with labels" if batch.labels is not None else ""
+    return (f"{batch.n_items} {batch.structure}s ({pred.n_nodes} {unit}, "
+            f"K = {pred.n_states}{labels}) from {batch.path}")
 
 
 def load_recalibrator(path):
@@ -60,3 +71,17 @@ def calibrate(rec, batch):
         return rec.predict(batch.prediction, y_true=batch.labels)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{batch.path}: cannot apply the recalibrator: {exc}") from None
+
+
+def calibrated_input(args, *, need_labels):
+    """The recalibrator ``args.model``, the batch ``args.data`` and its calibrated events.
+
+    Shared by ``apply`` and ``evaluate``; reports the steps on stderr unless ``--quiet``
+    (after the files are read and checked, so that bad input gives one line).
+    """
+    rec = load_recalibrator(args.model)
+    batch = load_batch_for(rec, args, need_labels=need_labels)
+    say(args, f"loaded the recalibrator {args.model} and {describe(batch)}")
+    say(args, f"inference and calibrated probabilities of the events "
+              f"({', '.join(k.name for k in rec.kinds_)}) ...")
+    return rec, batch, calibrate(rec, batch)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 from pathlib import Path
 
 import numpy as np
 
+from ._common import command_parser, finish_parser, reported, say
 from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError, atomic_path
-from ._model import calibrate, load_batch_for, load_recalibrator
-from ._options import add_inference_options
+from ._model import calibrated_input
 
 __all__ = ["add_parser", "run", "event_columns"]
 
@@ -38,21 +37,19 @@ examples:
 
 def add_parser(sub) -> None:
     """Register ``structcal apply``."""
-    p = sub.add_parser(
-        "apply", help="calibrated probabilities of the events of new predictions",
+    p = command_parser(
+        sub, "apply", help="calibrated probabilities of the events of new predictions",
         description="Apply a recalibrator saved by `structcal fit` to a batch and write the "
                     "calibrated probability of every event. The output file is written "
-                    "atomically: an interrupted run leaves no partial file.",
+                    "atomically: an interrupted run leaves no partial file. Progress goes "
+                    "to stderr (--quiet: none), the summary line to stdout.",
         epilog=f"{COLUMNS}\n\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{EXAMPLES}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        data_help="input .npz (`labels` optional)", model=True,
     )
-    p.add_argument("model", help="recalibrator saved by `structcal fit` (MODEL, MODEL.npz or MODEL.json)")
-    p.add_argument("data", help="input .npz (`labels` optional)")
     p.add_argument("-o", "--output", required=True, help="output file (.csv or .parquet)")
     p.add_argument("--format", choices=["csv", "parquet"], default=None,
                    help="output format (default: from the output file's suffix)")
-    add_inference_options(p)
-    p.set_defaults(run=run)
+    finish_parser(p, run)
 
 
 def event_columns(out, kinds=(), tag_names=None) -> dict:
@@ -133,12 +130,13 @@ def write_parquet(cols, path) -> None:
     pq.write_table(table, path)
 
 
+@reported
 def run(args) -> int:
     """Run ``structcal apply``."""
     fmt = _output_format(args)
-    rec = load_recalibrator(args.model)
-    batch = load_batch_for(rec, args, need_labels=False)
-    cols = event_columns(calibrate(rec, batch), rec.kinds_, batch.tag_names)
+    rec, batch, out = calibrated_input(args, need_labels=False)
+    cols = event_columns(out, rec.kinds_, batch.tag_names)
+    say(args, f"writing {len(cols['item'])} events to {args.output} ...")
     with atomic_path(args.output) as tmp:
         (write_csv if fmt == "csv" else write_parquet)(cols, tmp)
     n = len(cols["item"])

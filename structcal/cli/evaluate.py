@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from ._common import command_parser, finish_parser, reported, say
 from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError, atomic_path
-from ._model import calibrate, load_batch_for, load_recalibrator
-from ._options import add_inference_options
+from ._model import calibrated_input
 from ._report import UNITS, report_dict, report_html, report_text
 
 __all__ = ["add_parser", "run"]
@@ -27,23 +26,21 @@ examples:
 
 def add_parser(sub) -> None:
     """Register ``structcal evaluate``."""
-    p = sub.add_parser(
-        "evaluate", help="calibration report of a recalibrator on labelled data",
+    p = command_parser(
+        sub, "evaluate", help="calibration report of a recalibrator on labelled data",
         description="Compare the model's raw event probabilities with the recalibrated "
                     "ones on a labelled batch (not the one used in fit): l2 loss, its "
-                    "calibration and sharpness terms, per event kind and pooled.",
+                    "calibration and sharpness terms, per event kind and pooled. Progress "
+                    "goes to stderr (--quiet: none), the report to stdout or --output.",
         epilog=f"{EXAMPLES}\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        data_help="input .npz with `labels`", model=True,
     )
-    p.add_argument("model", help="recalibrator saved by `structcal fit`")
-    p.add_argument("data", help="input .npz with `labels`")
     p.add_argument("-o", "--output", default=None,
                    help="report file (.txt, .json or .html); default: print to stdout")
     p.add_argument("--format", choices=["text", "json", "html"], default=None,
                    help="report format (default: from the output suffix, else text)")
     p.add_argument("--bins", type=int, default=10, help="equal-width buckets (default: 10)")
-    add_inference_options(p)
-    p.set_defaults(run=run)
+    finish_parser(p, run)
 
 
 def _format(args) -> str:
@@ -58,20 +55,21 @@ def _format(args) -> str:
     return formats[suffix]
 
 
+@reported
 def run(args) -> int:
     """Run ``structcal evaluate``."""
     fmt = _format(args)
     if args.bins < 1:
         raise InputError(f"--bins must be >= 1; got {args.bins}")
-    rec = load_recalibrator(args.model)
-    batch = load_batch_for(rec, args, need_labels=True)
-    out = calibrate(rec, batch)
+    rec, batch, out = calibrated_input(args, need_labels=True)
     forecasts = {"calibrated": out.forecast}
     raw = out.table.raw
     if raw is not None and not (raw != raw).any():
         forecasts = {"raw": raw, **forecasts}
     from ..recalibration import evaluate_events
 
+    say(args, f"scoring {'raw and ' if 'raw' in forecasts else ''}calibrated "
+              f"probabilities of {out.table.n_events} events ({args.bins} buckets) ...")
     report = evaluate_events(out.table, forecasts, n_bins=args.bins)
     notes = {"recalibrator": args.model, "data": str(batch.path),
              "items": f"{batch.n_items} {batch.structure}s", "events": out.table.n_events}
@@ -79,6 +77,7 @@ def run(args) -> int:
         text = json.dumps({**notes, "units": UNITS, "n_bins": report.n_bins,
                            "results": report_dict(report)}, indent=2) + "\n"
     elif fmt == "html":
+        say(args, "drawing the reliability diagrams ...")
         text = report_html(report, title="structcal calibration report", notes=notes)
     else:
         text = f"{batch.n_items} {batch.structure}s of {batch.path}, {out.table.n_events} events\n"

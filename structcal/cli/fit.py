@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from ._common import command_parser, finish_parser, reported, say
 from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError
-from ._model import read_input
+from ._model import describe, read_input
 from ._options import (
     KINDS_HELP,
-    add_inference_options,
     inference_options,
     parse_features,
     parse_kinds,
@@ -34,14 +33,14 @@ use them with `structcal apply` and `structcal evaluate`.
 
 def add_parser(sub) -> None:
     """Register ``structcal fit``."""
-    p = sub.add_parser(
-        "fit", help="fit a recalibrator on your predictions with gold labels",
+    p = command_parser(
+        sub, "fit", help="fit a recalibrator on your predictions with gold labels",
         description="Fit a StructuredRecalibrator (Kuleshov & Liang, Algorithm 1) on a "
-                    "recalibration batch (data the model was not trained on) and save it.",
+                    "recalibration batch (data the model was not trained on) and save it. "
+                    "Progress goes to stderr (--quiet: none), the summary to stdout.",
         epilog=f"{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{KINDS_HELP}\n\n{EXAMPLES}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        data_help="input .npz with `labels` (see below)",
     )
-    p.add_argument("data", help="input .npz with `labels` (see below)")
     p.add_argument("-o", "--output", required=True, metavar="MODEL",
                    help="where to save the recalibrator (MODEL.npz + MODEL.json)")
     p.add_argument("--kinds", default="map,marginal", help="event kinds (default: map,marginal)")
@@ -64,10 +63,10 @@ def add_parser(sub) -> None:
                    help="one character per label (label 0 first), to read --lexicon words")
     p.add_argument("--scheme", default="BIO",
                    help="tag scheme of entity event kinds (BIO, IOB1, BIOES, BILOU; default BIO)")
-    add_inference_options(p)
-    p.set_defaults(run=run)
+    finish_parser(p, run)
 
 
+@reported
 def run(args) -> int:
     """Run ``structcal fit``."""
     from ..forecasters import KNNRegionForecaster, TreeRegionForecaster
@@ -100,11 +99,18 @@ def run(args) -> int:
     )
     if "random_state" in rec.get_params():  # the library's default forecaster may take a seed
         rec.set_params(random_state=args.random_state)
+    say(args, f"loaded {describe(batch)}; fitting the recalibrator "
+              f"({', '.join(k.name for k in kinds)}) ...")
     try:
-        rec.fit(batch.prediction, batch.labels)
+        # the recalibrator reports its own steps; it is saved with verbose=False (the
+        # library default), so the model files do not depend on --quiet
+        rec.set_params(verbose=not args.quiet).fit(batch.prediction, batch.labels)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{batch.path}: cannot fit: {exc}") from None
+    finally:
+        rec.set_params(verbose=False)
     npz, js = model_paths(args.output)
+    say(args, f"saving {npz} and {js} ...")
     rec.save(args.output, metadata={
         "input": str(batch.path), "structure": batch.structure, "n_items": batch.n_items,
         "n_states": int(batch.prediction.n_states), "inference": options,
