@@ -69,6 +69,12 @@ def work(tmp_path_factory):
              "phi_mp1,phi_mg1,phi_mg2", cwd=d)
     assert r.returncode == 0, r.stderr
     assert "saved rec.npz and rec.json" in r.stdout
+    # progress on stderr without --quiet: loading, the recalibrator's steps, saving
+    for step in ("structcal: loaded 250 chains", "building the events", "fitting forecasters",
+                 "structcal: saving rec.npz"):
+        assert step in r.stderr, (step, r.stderr)
+    # a first run (cold Numba cache) says when compilation starts and how long it took
+    assert ("compiling Numba kernels" in r.stderr) == ("JIT compilation took" in r.stderr)
     return d
 
 
@@ -88,6 +94,10 @@ def test_version_and_help():
 def test_apply_subprocess_writes_the_calibrated_events(work):
     r = _run("apply", "rec", "test.npz", "-o", "events.csv", cwd=work)
     assert r.returncode == 0, r.stderr
+    for step in ("structcal: loaded the recalibrator rec and 80 chains",
+                 "structcal: inference and calibrated probabilities",
+                 "structcal: writing"):
+        assert step in r.stderr, (step, r.stderr)
     with open(work / "events.csv") as fh:
         rows = list(csv.DictReader(fh))
     # the same numbers, to the bit, as the library on the same data
@@ -117,6 +127,24 @@ def test_evaluate_subprocess_html_has_the_diagrams(work):
     page = (work / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3      # pooled + two kinds
     assert "x100" in page
+
+
+def test_quiet_leaves_stderr_empty_on_success(work):
+    """-q/--quiet, after or before the command name: results only, nothing on stderr."""
+    d = work / "quiet"
+    d.mkdir()
+    runs = [("fit", "../recal.npz", "-o", "rq", "--forecaster", "knn", "--features",
+             "phi_mp1,phi_mg1,phi_mg2", "--quiet"),
+            ("apply", "rq", "../new.npz", "-o", "events.csv", "-q"),
+            ("--quiet", "evaluate", "rq", "../test.npz")]
+    for argv in runs:
+        r = _run(*argv, cwd=d)
+        assert r.returncode == 0 and r.stderr == "", (argv, r.stderr)
+        assert r.stdout, argv  # the results still go to stdout
+    assert "pooled" in r.stdout
+    # the model does not depend on --quiet (the recalibrator is saved with verbose=False)
+    assert io.load(d / "rq").verbose is False
+    assert (d / "events.csv").exists()
 
 
 def test_evaluate_json_and_text_agree_in_units(work, capsys):
@@ -219,6 +247,8 @@ def _bad_inputs(d):
         "transitions": ({**good, "transitions": np.zeros((2, 2))}, "pairwise"),
         "unknown": ({**good, "label": good["labels"]}, "unknown arrays ['label']"),
         "float_labels": ({**good, "labels": good["labels"] + 0.5}, "must hold integers"),
+        "k4": ({**good, "unary": np.hstack([good["unary"], good["unary"][:, :1]]),
+                "transitions": np.zeros((K + 1, K + 1))}, "has K = 4 labels but the recalibrator"),
     }
     for name, (arrays, _) in cases.items():
         np.savez(d / f"{name}.npz", **arrays)
@@ -233,8 +263,12 @@ def test_bad_input_files_exit_2_naming_the_file_and_write_nothing(work, capsys):
     cases["junk"] = (None, "not a readable .npz file")
     for name, (_, message) in cases.items():
         path = d / f"{name}.npz"
+        # without --quiet: the error is still the only line (progress starts after the checks)
         for argv in (["fit", str(path), "-o", str(d / "m")],
-                     ["evaluate", str(work / "rec"), str(path), "-o", str(d / "r.json")]):
+                     ["evaluate", str(work / "rec"), str(path), "-o", str(d / "r.json")],
+                     ["apply", str(work / "rec"), str(path), "-o", str(d / "o.csv")]):
+            if (argv[0] == "fit" and name == "k4") or (argv[0] == "apply" and name == "no_labels"):
+                continue  # a good input for that command (k4: refused by the K = 3 recalibrator)
             assert main(argv) == 2, (name, argv[0])
             err = capsys.readouterr().err
             assert err.count("\n") == 1 and str(path) in err and message in err, (name, err)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import textwrap
 
 __all__ = ["add_common_options", "command_parser", "finish_parser", "is_verbose", "say",
            "reported"]
+
+#: Said in the description of every data command.
+PROGRESS = ("Progress (loading, inference, a first run's JIT compilation, fitting, writing) "
+            "goes to stderr, silenced by -q/--quiet; results go to stdout or the output file.")
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
@@ -25,12 +30,12 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool = Fal
 def command_parser(sub, name, *, help, description, epilog, data_help, model=False):
     """The parser of a command on a data file (``fit``; ``apply``/``evaluate`` with ``model``).
 
-    Positional arguments: ``model`` (a recalibrator saved by ``structcal fit``) when
+    The description ends with :data:`PROGRESS`. Positional arguments: ``model`` (a recalibrator saved by ``structcal fit``) when
     ``model``, then ``data``. The command adds its own options, then calls
     :func:`finish_parser`.
     """
-    p = sub.add_parser(name, help=help, description=description, epilog=epilog,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(name, help=help, description=textwrap.fill(f"{description} {PROGRESS}", 88),
+                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     if model:
         p.add_argument("model", help="recalibrator saved by `structcal fit` "
                                      "(MODEL, MODEL.npz or MODEL.json)")

@@ -41,8 +41,7 @@ def add_parser(sub) -> None:
         sub, "apply", help="calibrated probabilities of the events of new predictions",
         description="Apply a recalibrator saved by `structcal fit` to a batch and write the "
                     "calibrated probability of every event. The output file is written "
-                    "atomically: an interrupted run leaves no partial file. Progress goes "
-                    "to stderr (--quiet: none), the summary line to stdout.",
+                    "atomically: an interrupted run leaves no partial file.",
         epilog=f"{COLUMNS}\n\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{EXAMPLES}",
         data_help="input .npz (`labels` optional)", model=True,
     )

@@ -30,8 +30,7 @@ def add_parser(sub) -> None:
         sub, "evaluate", help="calibration report of a recalibrator on labelled data",
         description="Compare the model's raw event probabilities with the recalibrated "
                     "ones on a labelled batch (not the one used in fit): l2 loss, its "
-                    "calibration and sharpness terms, per event kind and pooled. Progress "
-                    "goes to stderr (--quiet: none), the report to stdout or --output.",
+                    "calibration and sharpness terms, per event kind and pooled.",
         epilog=f"{EXAMPLES}\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}",
         data_help="input .npz with `labels`", model=True,
     )

@@ -36,8 +36,7 @@ def add_parser(sub) -> None:
     p = command_parser(
         sub, "fit", help="fit a recalibrator on your predictions with gold labels",
         description="Fit a StructuredRecalibrator (Kuleshov & Liang, Algorithm 1) on a "
-                    "recalibration batch (data the model was not trained on) and save it. "
-                    "Progress goes to stderr (--quiet: none), the summary to stdout.",
+                    "recalibration batch (data the model was not trained on) and save it.",
         epilog=f"{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{KINDS_HELP}\n\n{EXAMPLES}",
         data_help="input .npz with `labels` (see below)",
     )
