@@ -2,7 +2,8 @@
 
 One module per command (``fit.py``, ``apply.py``, ``evaluate.py``, ``demo.py``); each
 defines ``add_parser(subparsers)`` and ``run(args) -> int``. :func:`main` builds the
-parser from them. Bad input (an unreadable or inconsistent file, a model from a newer
+parser from them. Every command reports progress on stderr (``-q/--quiet``: none) and
+its results on stdout or the output file. Bad input (an unreadable or inconsistent file, a model from a newer
 format version, an unknown option value) prints one line naming the file and the
 problem on stderr and exits with code 2, having written nothing.
 """

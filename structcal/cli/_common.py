@@ -30,9 +30,9 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool = Fal
 def command_parser(sub, name, *, help, description, epilog, data_help, model=False):
     """The parser of a command on a data file (``fit``; ``apply``/``evaluate`` with ``model``).
 
-    The description ends with :data:`PROGRESS`. Positional arguments: ``model`` (a recalibrator saved by ``structcal fit``) when
-    ``model``, then ``data``. The command adds its own options, then calls
-    :func:`finish_parser`.
+    The description ends with :data:`PROGRESS`. Positional arguments: ``model`` (a
+    recalibrator saved by ``structcal fit``) when ``model``, then ``data``. The command
+    adds its own options, then calls :func:`finish_parser`.
     """
     p = sub.add_parser(name, help=help, description=textwrap.fill(f"{description} {PROGRESS}", 88),
                        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
