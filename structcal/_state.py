@@ -58,6 +58,7 @@ ALLOWED = {
     "CrossValidatedCalibration": "structcal.calibrators",
     "sklearn.tree.DecisionTreeRegressor": "sklearn.tree",
     "sklearn.linear_model.LogisticRegression": "sklearn.linear_model",
+    "sklearn.svm.LinearSVC": "sklearn.svm",
     # plain containers (their attributes)
     "MAPEvent": "structcal.events",
     "MarginalEvent": "structcal.events",

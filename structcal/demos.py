@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["OCRSetup", "ocr_setup"]
+__all__ = ["OCRSetup", "ocr_setup", "fit_letter_classifier"]
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class OCRSetup:
         The shipped model (trained on the ``train`` split).
     letter_classifier : sklearn.svm.LinearSVC
         Unstructured per-letter classifier on the raw pixels, fit on the ``train`` split
-        (its scores feed ``phi_no1`` and ``phi_no2``).
+        (:func:`fit_letter_classifier`; its scores feed ``phi_no1`` and ``phi_no2``).
     lexicon : Lexicon
         The training words: the admissible outputs G of ``phi_mp2``.
     train, recalibration, test : OCRWords
@@ -41,8 +41,24 @@ class OCRSetup:
         )
 
 
-def ocr_setup(model="ocr_chain_crf") -> OCRSetup:
-    """Load a shipped OCR model and data, and fit the unstructured letter classifier.
+#: Name of the shipped letter classifier (:func:`fit_letter_classifier` on the ``train``
+#: split, saved by ``benchmarks/train_ocr_models.py``).
+LETTER_CLASSIFIER = "ocr_letter_svm"
+
+
+def fit_letter_classifier(train):
+    """The unstructured per-letter classifier of the OCR set-up, fit on ``train`` (OCRWords).
+
+    A linear SVM (``LinearSVC(C=0.1, dual=False)``, deterministic) on the 128 raw pixels;
+    its decision scores feed ``phi_no1`` and ``phi_no2``.
+    """
+    from sklearn.svm import LinearSVC
+
+    return LinearSVC(C=0.1, dual=False).fit(train.pixels, train.labels)
+
+
+def ocr_setup(model="ocr_chain_crf", *, refit_letter_classifier=False) -> OCRSetup:
+    """Load a shipped OCR model, the OCR data and the unstructured letter classifier.
 
     Parameters
     ----------
@@ -50,13 +66,15 @@ def ocr_setup(model="ocr_chain_crf") -> OCRSetup:
         The shipped chain CRF (trained by maximum likelihood or as a structured SVM), or
         a ``ChainCRF`` instance: fitted, it is used as is; unfitted, it is fitted on the
         ``train`` split here.
+    refit_letter_classifier : bool, default=False
+        Fit the letter classifier (:func:`fit_letter_classifier`) on the ``train`` split
+        here (about 1 s) instead of loading the shipped one, which is that same fit
+        saved (identical decision scores; tested).
 
     Returns
     -------
     OCRSetup
     """
-    from sklearn.svm import LinearSVC
-
     from .crf import ChainCRF
     from .datasets import load_ocr
     from .events import Lexicon
@@ -73,6 +91,11 @@ def ocr_setup(model="ocr_chain_crf") -> OCRSetup:
         from .exceptions import ParameterTypeError
 
         raise ParameterTypeError(f"`model` must be a shipped model name or a ChainCRF; got {describe(model)}")
-    svm = LinearSVC(C=0.1, dual=False).fit(train.pixels, train.labels)
+    if refit_letter_classifier:
+        svm = fit_letter_classifier(train)
+    else:
+        from .io import load
+
+        svm = load(pretrained_path(LETTER_CLASSIFIER))
     lexicon = Lexicon(set(train.words), n_states=len(train.alphabet), alphabet=train.alphabet)
     return OCRSetup(crf, svm, lexicon, train, data.split("recalibration"), data.split("test"))
