@@ -114,10 +114,24 @@ def spread_rest(P_raw, top, q):
     return P
 
 
+#: StructuredRecalibrator's ``method`` for the structcal rows: the paper's k-NN by default;
+#: ``--method auto`` runs the library default (benchmarks/results/multiclass_study_method_auto.txt)
+RECAL_METHOD = "forecaster"
+#: the method each structcal recalibrator chose, in order of fitting (with ``--method auto``)
+CHOSEN = []
+
+
+def _note_choice(rec, label):
+    if RECAL_METHOD != "forecaster":
+        methods = sorted({s["method"] for s in rec.selection_.values()})
+        CHOSEN.append(f"{label}: {'/'.join(methods)}")
+
+
 def map_recalibrated(logp_fit, y_fit, logp_test, forecaster, seed):
     rec = StructuredRecalibrator(
-        kinds=[MAPEvent()], features=MAP_FEATURES, forecaster=forecaster, method="forecaster",
+        kinds=[MAPEvent()], features=MAP_FEATURES, forecaster=forecaster, method=RECAL_METHOD,
     ).fit(as_prediction(logp_fit), y_fit)
+    _note_choice(rec, f"MAP {type(forecaster).__name__}")
     return rec.predict(as_prediction(logp_test)).for_kind("map")
 
 
@@ -125,9 +139,10 @@ def classwise_recalibrated(logp_fit, y_fit, logp_test, seed):
     K = logp_fit.shape[1]
     kinds = [LabelAt(0, c, name=f"y={c}") for c in range(K)]
     rec = StructuredRecalibrator(
-        kinds=kinds, features=CLASS_FEATURES, method="forecaster",
+        kinds=kinds, features=CLASS_FEATURES, method=RECAL_METHOD,
         forecaster=KNNRegionForecaster(random_state=seed),
     ).fit(as_prediction(logp_fit), y_fit, raw=True)
+    _note_choice(rec, "class-wise")
     out = rec.predict(as_prediction(logp_test))
     n = logp_test.shape[0]
     P = np.empty((n, K))
@@ -275,6 +290,11 @@ def format_result(res) -> str:
         lines.append("    " + "; ".join(f"{d:+.2f} ({lo:+.2f}, {hi:+.2f})"
                                         for d, lo, hi in m["map_knn_minus_ovr_platt"]))
     lines.append("")
+    if res.get("method_auto_choices"):
+        lines.append("method='auto' chose, in order of fitting (models in table order, then draws):")
+        ch = res["method_auto_choices"]
+        lines.extend("  " + "; ".join(ch[i:i + 3]) for i in range(0, len(ch), 3))
+        lines.append("")
     lines.append(f"done in {res['seconds']:.1f} s")
     return "\n".join(lines)
 
@@ -286,9 +306,15 @@ def main(argv=None):
     ap.add_argument("--n-recal", type=int, default=2000)
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--method", default="forecaster", choices=["forecaster", "auto"],
+                    help="StructuredRecalibrator method of the structcal rows (default: the paper's k-NN)")
     args = ap.parse_args(argv)
+    global RECAL_METHOD
+    RECAL_METHOD = args.method
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     res = run(quick=args.quick, n_recal=args.n_recal, n_draws=args.draws, seed=args.seed, log=log)
+    if CHOSEN:
+        res["method_auto_choices"] = CHOSEN
     print(json.dumps(res, indent=1) if args.json else format_result(res))
 
 

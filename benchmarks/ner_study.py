@@ -226,7 +226,8 @@ def forecasts(pred_fit, y_fit, pred_eval, y_eval, scheme, notes):
         warnings.simplefilter("always")
         out["default"] = rec.predict(pred_eval).forecast
     notes.setdefault("default_selection", []).append(
-        {k: {"method": v["method"], "cv_brier_x100": {m: round(100 * b, 3) for m, b in v["cv_brier"].items()}}
+        {k: {"method": v["method"], "cv_brier_x100": {m: round(100 * b, 3) for m, b in v["cv_brier"].items()},
+             "se_vs_chosen_x100": {m: round(100 * b, 3) for m, b in v.get("cv_brier_se", {}).items()}}
          for k, v in rec.selection_.items()})
     shifted = [str(w.message).split("\n")[0] for w in caught if "Shift" in type(w.message).__name__]
     notes.setdefault("shift_warnings", []).append(shifted[0] if shifted else "none")

@@ -381,6 +381,39 @@ def _fit_isotonic(r: np.ndarray, y: np.ndarray):
     return IsotonicCalibration().fit(r, y)
 
 
+def _clustered_se(d: np.ndarray, items: np.ndarray) -> float:
+    """Standard error of the mean of ``d``, clustered by input (events of an input are dependent).
+
+    The sandwich estimator of a ratio mean: with ``D_g`` the sum of ``d`` over the events
+    of input ``g`` (``n_g`` of them, ``N`` in all, ``G`` inputs),
+    ``sqrt(G / (G - 1) * sum_g (D_g - n_g * mean(d))**2) / N``; 0 with one input.
+    """
+    _, inv = np.unique(items, return_inverse=True)
+    g = int(inv.max()) + 1 if inv.shape[0] else 0
+    if g < 2:
+        return 0.0
+    sums = np.bincount(inv, weights=d, minlength=g)
+    counts = np.bincount(inv, minlength=g)
+    resid = sums - counts * float(np.mean(d))
+    return float(np.sqrt(g / (g - 1) * np.sum(resid**2)) / d.shape[0])
+
+
+def _one_se_choice(losses: dict, items: np.ndarray, n_se: float) -> str:
+    """The method picked from per-event held-out losses by the rule of ``method='auto'``.
+
+    Isotonic regression is the reference; the forecaster replaces it if its mean loss is
+    lower by more than ``n_se`` clustered standard errors of the paired difference; the
+    raw probability then replaces the current choice under the same condition.
+    """
+
+    def beats(a, b):
+        d = losses[a] - losses[b]
+        return float(np.mean(d)) < -n_se * _clustered_se(d, items)
+
+    chosen = "forecaster" if beats("forecaster", "isotonic") else "isotonic"
+    return "raw" if beats("raw", chosen) else chosen
+
+
 class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     """Recalibrate the events of a structured model (Algorithm 1 of Kuleshov & Liang).
 
@@ -408,13 +441,18 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         The recalibration map of each kind: ``'raw'`` keeps the model's probability as it
         is, ``'isotonic'`` fits isotonic regression on it
         (:class:`~structcal.calibrators.IsotonicCalibration`), ``'forecaster'`` fits
-        ``forecaster`` on the features (the paper's Algorithm 1), and ``'auto'`` picks the
-        candidate with the lowest cross-validated Brier score (ties go to the simpler one,
-        in that order). Kinds without a raw probability (e.g. predicates) have only the
-        forecaster. A dict maps kind names (or ``"pooled"``) to one of these.
+        ``forecaster`` on the features (the paper's Algorithm 1), and ``'auto'`` picks one
+        by cross-validated Brier score with a standard-error rule (see Notes: isotonic
+        unless another candidate is better by more than ``n_se`` standard errors). Kinds
+        without a raw probability (e.g. predicates) have only the forecaster. A dict maps
+        kind names (or ``"pooled"``) to one of these.
     cv : int, default=5
         Folds of the cross-validation behind ``method='auto'``. Folds are drawn by input
         (all events of an input fall in the same fold), at random with ``random_state``.
+    n_se : float, default=1.0
+        How many standard errors of the paired held-out loss difference a candidate must
+        win by to displace the reference (isotonic) under ``method='auto'``; 0 keeps the
+        candidate with the lowest cross-validated Brier score (isotonic on ties).
     pooled : bool, default=False
         Fit one map on all events (with one indicator column per kind) instead of one per
         kind.
@@ -443,6 +481,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     selection_ : dict of str to dict
         For each kind (or ``"pooled"``): ``method`` (the one used), ``cv_brier`` (mean
         held-out Brier score of each candidate, when ``method='auto'`` compared several),
+        ``cv_brier_se`` (standard error of each candidate's paired held-out Brier
+        difference from the chosen one, clustered by input; 0 for the chosen one),
         ``n_events`` and ``n_items`` of the recalibration set. :meth:`format_selection`
         prints it as a table.
     forecasters_ : dict of str to estimator
@@ -464,7 +504,26 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     *Selection.* The raw probability needs no fitting, so its score is its Brier score on
     all events; isotonic regression and the forecaster are fit on ``cv - 1`` folds and
     scored on the held-out one (the forecaster's own choice of region size is nested
-    inside). The chosen map is then fit on all events. The forecaster candidate is the
+    inside). Every event thus has a held-out squared error under each candidate, and two
+    candidates are compared by the mean of the paired per-event differences, whose
+    standard error is clustered by input (events of one input share its features and
+    errors). The rule, a one-standard-error rule with a reference:
+
+    1. Isotonic regression on the raw probability is the reference: of the candidates
+       that are calibrated by construction on the data they are fit on, it has the least
+       freedom (one monotone map of one number, ranking kept).
+    2. The forecaster, which can also re-rank events by their features, replaces it if
+       its mean held-out Brier score is lower by more than ``n_se`` standard errors.
+    3. The raw probability replaces the choice so far under the same condition. It needs
+       no fitting, but keeping it asserts that the model is already calibrated, so it
+       must show it: on large sets where the model is calibrated it does (the isotonic
+       map's fitting noise costs more than the standard error), on small or miscalibrated
+       ones it does not.
+
+    Differences within the noise of the cross-validation thus never pick the more
+    flexible map (whose choice on small sets is mostly noise, and whose calibration is
+    less certain), nor the uncorrected model. ``n_se=0`` gives the plain lowest-score
+    choice. The chosen map is then fit on all events. The forecaster candidate is the
     expensive one: about ``cv + 1`` forecaster fits per kind.
 
     *Shift test.* Events of one input are not independent (the marginal events of a
@@ -494,6 +553,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         forecaster=None,
         method="auto",
         cv=5,
+        n_se=1.0,
         pooled=False,
         lexicon=None,
         label_set=None,
@@ -508,6 +568,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         self.forecaster = forecaster
         self.method = method
         self.cv = cv
+        self.n_se = n_se
         self.pooled = pooled
         self.lexicon = lexicon
         self.label_set = label_set
@@ -589,6 +650,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         else:
             check_option(self.method, "method", ("auto",) + METHODS)
         check_int(self.cv, "cv", low=2)
+        check_float(self.n_se, "n_se", low=0.0)
         check_float(self.shift_alpha, "shift_alpha", low=0.0, high=1.0)
 
     def fit(self, pred, y_true, *, raw: bool = True):
@@ -632,7 +694,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             r = self._raw(table, rows)
             items = table.item[rows]
             seed = int(rng.integers(0, 2**31 - 1))
-            method, scores = self._select(key, X, y, r, items, seed)
+            method, scores, ses = self._select(key, X, y, r, items, seed)
             if method == "isotonic":
                 model = _fit_isotonic(r, y)
                 if model is not None:
@@ -645,6 +707,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             self.selection_[key] = {
                 "method": method,
                 "cv_brier": scores,
+                "cv_brier_se": ses,
                 "n_events": int(y.shape[0]),
                 "n_items": int(np.unique(items).shape[0]),
             }
@@ -667,12 +730,12 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 "(method may be a dict per kind)"
             )
         if method != "auto":
-            return method, {}
+            return method, {}, {}
         if r is None:
-            return "forecaster", {}
+            return "forecaster", {}, {}
         n_folds = min(int(self.cv), np.unique(items).shape[0])
         if n_folds < 2:  # a single input: nothing to hold out; keep the model's probability
-            return "raw", {}
+            return "raw", {}, {}
         fold = _item_folds(items, n_folds, np.random.default_rng(seed))
         yf = y.astype(np.float64)
         held_out = {"isotonic": np.empty(y.shape[0]), "forecaster": np.empty(y.shape[0])}
@@ -688,15 +751,19 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 warnings.simplefilter("ignore", SingleClassWarning)
                 model = self._base_forecaster(seed).fit(X[train], y[train])
             held_out["forecaster"][test] = _positive_column(model, X[test])
-        scores = {"raw": float(np.mean((r - yf) ** 2))}
+        losses = {"raw": (np.clip(r, 0.0, 1.0) - yf) ** 2}
         for name, p in held_out.items():
-            scores[name] = float(np.mean((p - yf) ** 2))
-        best = min(scores.values())
-        chosen = next(m for m in METHODS if scores[m] <= best + 1e-12)
-        return chosen, scores
+            losses[name] = (p - yf) ** 2
+        chosen = _one_se_choice(losses, items, float(self.n_se))
+        scores = {m: float(np.mean(losses[m])) for m in METHODS}
+        ses = {m: _clustered_se(losses[m] - losses[chosen], items) for m in METHODS}
+        return chosen, scores, ses
 
     def format_selection(self, scale: float = 100.0) -> str:
         """A text table of the method chosen for each kind and the candidates' CV Brier scores.
+
+        Each score of a candidate other than the chosen one is followed by the standard
+        error of its paired difference from the chosen one (``selection_['cv_brier_se']``).
 
         Parameters
         ----------
@@ -704,13 +771,21 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             Scores are multiplied by it (x100 as in the paper).
         """
         self._check_fitted()
+        width = 22
         lines = [f"{'kind':<18}{'events':>8}{'inputs':>8}  {'chosen':<12}"
-                 + "".join(f"{'cv ' + m:>15}" for m in METHODS)]
+                 + "".join(f"{'cv ' + m:>{width}}" for m in METHODS)]
         for key, sel in self.selection_.items():
             line = f"{key:<18}{sel['n_events']:>8}{sel['n_items']:>8}  {sel['method']:<12}"
+            ses = sel.get("cv_brier_se", {})
             for m in METHODS:
                 v = sel["cv_brier"].get(m)
-                line += f"{'-' if v is None else format(v * scale, '.3f'):>15}"
+                if v is None:
+                    cell = "-"
+                elif m == sel["method"] or m not in ses:
+                    cell = format(v * scale, ".3f")
+                else:
+                    cell = f"{v * scale:.3f} (se {ses[m] * scale:.3f})"
+                line += f"{cell:>{width}}"
             lines.append(line)
         return "\n".join(lines)
 

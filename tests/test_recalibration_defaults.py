@@ -11,7 +11,14 @@ from structcal.events import MAPEvent, MarginalEvent, Predicate, build_events
 from structcal.exceptions import DistributionShiftWarning
 from structcal.features import REQUIREMENTS, get_feature, register_feature
 from structcal.forecasters import KNNRegionForecaster
-from structcal.recalibration import METHODS, ShiftTest, StructuredRecalibrator, _item_folds
+from structcal.recalibration import (
+    METHODS,
+    ShiftTest,
+    StructuredRecalibrator,
+    _clustered_se,
+    _item_folds,
+    _one_se_choice,
+)
 
 from ._graph_problems import random_graphs
 from .test_recalibration import _overconfident_world
@@ -65,7 +72,11 @@ def test_default_recalibrator_on_ocr_shipped_model():
     for key, sel in rec.selection_.items():
         assert sel["method"] in METHODS
         assert set(sel["cv_brier"]) == set(METHODS)
-        assert sel["cv_brier"][sel["method"]] == min(sel["cv_brier"].values())
+        # the rule: isotonic unless another candidate is better by more than one SE
+        assert set(sel["cv_brier_se"]) == set(METHODS) and sel["cv_brier_se"][sel["method"]] == 0.0
+        cv, se = sel["cv_brier"], sel["cv_brier_se"]
+        if sel["method"] != "isotonic":
+            assert cv[sel["method"]] < cv["isotonic"] - se["isotonic"]
         assert sel["n_items"] == 500
     assert "phi_no1" in rec.feature_names_["map"] and "phi_mp2" not in rec.feature_names_["map"]
     assert rec.feature_names_["map"][-1] == "raw"
@@ -134,6 +145,72 @@ def test_auto_chooses_what_the_data_call_for():
     assert sel["cv_brier"]["forecaster"] < sel["cv_brier"]["isotonic"] - 0.005
 
 
+def test_auto_rule_picks_the_candidate_that_is_truly_best():
+    # a calibrated model (its raw marginals are the generating CRF's) on a large set: the
+    # isotonic map's fitting noise costs more than the SE, and the raw probability is kept
+    pred, y, _ = _overconfident_world(1500, seed=10, temperature=1.0)
+    rec = StructuredRecalibrator(kinds=[MarginalEvent()], forecaster=SMALL_KNN, random_state=0,
+                                 shift_check=False).fit(pred, y)
+    sel = rec.selection_["marginal"]
+    assert sel["method"] == "raw"
+    assert sel["cv_brier"]["raw"] < sel["cv_brier"]["isotonic"] - sel["cv_brier_se"]["isotonic"]
+    # one over-confident temperature: a monotone map of the raw probability undoes it
+    pred, y, _ = _overconfident_world(400, seed=11, temperature=3.0)
+    rec.fit(pred, y)
+    sel = rec.selection_["marginal"]
+    assert sel["method"] == "isotonic"
+    assert sel["cv_brier"]["raw"] > sel["cv_brier"]["isotonic"] + 2 * sel["cv_brier_se"]["raw"]
+    # two populations only the features tell apart: the forecaster, clearly
+    pred, y = _two_population_world(1200, seed=12)
+    rec = StructuredRecalibrator(kinds=[MAPEvent()], features=["phi_mp1", "raw"],
+                                 forecaster=SMALL_KNN, random_state=0, shift_check=False).fit(pred, y)
+    sel = rec.selection_["map"]
+    assert sel["method"] == "forecaster"
+    assert sel["cv_brier"]["forecaster"] < sel["cv_brier"]["isotonic"] - sel["cv_brier_se"]["isotonic"]
+
+
+def test_auto_rule_tie_goes_to_the_simpler_candidate():
+    # the forecaster sees only the raw probability, so it can know nothing isotonic
+    # regression does not: the two estimate the same map. Here its CV score is lower by
+    # less than one SE; the rule keeps isotonic, the plain lowest score would not.
+    pred, y, _ = _overconfident_world(400, seed=10, temperature=3.0)
+    kw = dict(kinds=[MAPEvent()], features=["raw"], forecaster=SMALL_KNN, random_state=0, shift_check=False)
+    sel = StructuredRecalibrator(**kw).fit(pred, y).selection_["map"]
+    assert sel["method"] == "isotonic"
+    diff = sel["cv_brier"]["forecaster"] - sel["cv_brier"]["isotonic"]
+    assert -sel["cv_brier_se"]["forecaster"] < diff < 0
+    plain = StructuredRecalibrator(n_se=0.0, **kw).fit(pred, y).selection_["map"]
+    assert plain["method"] == "forecaster" and plain["cv_brier"] == sel["cv_brier"]
+    # exact ties (identical held-out losses) go to isotonic, at any n_se
+    rng = np.random.default_rng(0)
+    items = np.repeat(np.arange(50), 3)
+    loss = rng.random(150)
+    for n_se in (0.0, 1.0):
+        assert _one_se_choice({m: loss for m in METHODS}, items, n_se) == "isotonic"
+    # the raw probability displaces the forecaster only if clearly better than it
+    losses = {"raw": loss - 0.05, "isotonic": loss + 0.2, "forecaster": loss}
+    assert _one_se_choice(losses, items, 1.0) == "raw"
+    z = rng.standard_normal(150)
+    losses["raw"] = loss - 1e-4 + 0.02 * (z - z.mean())  # better by 1e-4, SE ~0.002
+    assert _one_se_choice(losses, items, 1.0) == "forecaster"
+    with pytest.raises(ParameterError, match="`n_se`"):
+        StructuredRecalibrator(n_se=-1.0).fit(pred, y)
+
+
+def test_clustered_se_matches_a_direct_computation():
+    rng = np.random.default_rng(1)
+    items = np.repeat(np.arange(40), rng.integers(1, 6, size=40))
+    d = rng.standard_normal(items.shape[0]) + np.repeat(rng.standard_normal(40), np.bincount(items))
+    m = d.mean()
+    G, N = 40, d.shape[0]
+    resid = np.array([d[items == g].sum() - (items == g).sum() * m for g in range(G)])
+    np.testing.assert_allclose(_clustered_se(d, items), np.sqrt(G / (G - 1) * (resid**2).sum()) / N)
+    # one event per input: the usual SE of the mean (with the G / (G - 1) correction)
+    one = rng.standard_normal(30)
+    np.testing.assert_allclose(_clustered_se(one, np.arange(30)), one.std(ddof=1) / np.sqrt(30))
+    assert _clustered_se(d, np.zeros(d.shape[0], dtype=int)) == 0.0
+
+
 def test_cv_scores_match_a_direct_computation():
     pred, y, _ = _overconfident_world(300, seed=13)
     rec = StructuredRecalibrator(kinds=[MarginalEvent()], features=["phi_mg2", "raw"],
@@ -196,7 +273,8 @@ def test_forced_methods():
     # a predicate has no raw probability: auto leaves only the forecaster
     auto = StructuredRecalibrator(kinds=[Predicate(lambda lab: bool(lab[0] == 0), "first0")],
                                   forecaster=SMALL_KNN).fit(pred, y)
-    assert auto.selection_["first0"] == {"method": "forecaster", "cv_brier": {}, "n_events": 200, "n_items": 200}
+    assert auto.selection_["first0"] == {"method": "forecaster", "cv_brier": {}, "cv_brier_se": {},
+                                         "n_events": 200, "n_items": 200}
     with pytest.raises(ParameterError, match="method 'isotonic' needs the model's raw probability"):
         StructuredRecalibrator(kinds=[Predicate(lambda lab: True, "t")], method="isotonic").fit(pred, y)
     with pytest.raises(ParameterError, match="`method` must be one of"):
