@@ -27,11 +27,6 @@ from ._numba import batch_kernel, kernel, prange
 LEAF_SIZE = 40
 
 
-def n_tree_levels(n, leaf_size=LEAF_SIZE):
-    """Return the number of levels of the implicit tree over ``n`` points (1: one leaf)."""
-    return int(np.log2(max(1.0, (n - 1) / leaf_size))) + 1
-
-
 @kernel
 def _select_nth(X, perm, start, end, nth, dim):
     """Sort ``perm[start:end]`` partially by ``X[perm, dim]`` (Hoare quickselect).
@@ -69,24 +64,72 @@ def _select_nth(X, perm, start, end, nth, dim):
 
 
 @kernel
-def build_kdtree(X, n_levels):
+def _select_value(vals, m, nth):
+    """Return the value of rank ``nth`` of ``vals[:m]`` (quickselect, reorders ``vals``)."""
+    lo = 0
+    hi = m - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        a = vals[lo]
+        b = vals[mid]
+        c = vals[hi]
+        pivot = max(min(a, b), min(max(a, b), c))
+        i = lo
+        j = hi
+        while i <= j:
+            while vals[i] < pivot:
+                i += 1
+            while vals[j] > pivot:
+                j -= 1
+            if i <= j:
+                vals[i], vals[j] = vals[j], vals[i]
+                i += 1
+                j -= 1
+        if nth <= j:
+            hi = j
+        elif nth >= i:
+            lo = i
+        else:
+            break
+    return vals[nth]
+
+
+@kernel
+def build_kdtree(X, leaf_size):
     """Build the tree over the rows of ``X`` (n, d).
 
     Returns ``perm`` (n,) (tree position -> row of ``X``), ``start``/``end`` (n_nodes,)
-    (each node's range of tree positions) and ``lower``/``upper`` (n_nodes, d) (each
-    node's bounding box), with ``n_nodes = 2**n_levels - 1``.
+    (each node's range of tree positions), ``child`` (n_nodes,) (index of the left
+    child, the right one follows it; -1 for a leaf) and ``lower``/``upper``
+    (n_nodes, d) (each node's bounding box). Nodes are numbered breadth first, so
+    parents come before children.
+
+    A node of more than ``leaf_size`` points is split in the dimension and at the point
+    that shrink its box the most: the score of a split is the node's spread in that
+    dimension minus the larger of the children's spreads. Candidates per dimension are
+    the rank-median split and, when the median value is tied, the two clean splits at
+    the edges of its tie block (all tied values on one side), which must leave at least
+    ``leaf_size // 4`` points on each side. On one-hot or otherwise discrete features a
+    median split inside a tie block leaves one child's box as wide as its parent's,
+    whereas a clean split removes that dimension from both boxes.
     """
     n, d = X.shape
-    n_nodes = 2**n_levels - 1
+    min_child = max(1, leaf_size // 4)  # smallest child off the median: bounds n_nodes
+    cap = 1 + 2 * max(1, n // min_child)
     perm = np.arange(n)
-    start = np.zeros(n_nodes, dtype=np.int64)
-    end = np.zeros(n_nodes, dtype=np.int64)
-    lower = np.zeros((n_nodes, d))
-    upper = np.zeros((n_nodes, d))
+    start = np.zeros(cap, dtype=np.int64)
+    end = np.zeros(cap, dtype=np.int64)
+    child = np.full(cap, -1, dtype=np.int64)
+    lower = np.zeros((cap, d))
+    upper = np.zeros((cap, d))
+    vals = np.empty(n)
     end[0] = n
-    for node in range(n_nodes):  # parents come before children
+    n_nodes = 1
+    node = 0
+    while node < n_nodes:  # breadth first: parents come before children
         s = start[node]
         e = end[node]
+        m = e - s
         for f in range(d):
             lower[node, f] = np.inf
             upper[node, f] = -np.inf
@@ -97,22 +140,80 @@ def build_kdtree(X, n_levels):
                     lower[node, f] = v
                 if v > upper[node, f]:
                     upper[node, f] = v
-        left = 2 * node + 1
-        if left < n_nodes:
-            dim = 0
-            spread = -1.0
+        if m > leaf_size:
+            mid = m // 2
+            best = -1.0
+            best_dim = -1
+            best_kind = 0  # 0: rank median, 1: values < t left, 2: values <= t left
+            best_t = 0.0
             for f in range(d):
-                if upper[node, f] - lower[node, f] > spread:
-                    spread = upper[node, f] - lower[node, f]
-                    dim = f
-            mid = s + (e - s) // 2
-            if e - s > 1:
-                _select_nth(X, perm, s, e, mid, dim)
-            start[left] = s
-            end[left] = mid
-            start[left + 1] = mid
-            end[left + 1] = e
-    return perm, start, end, lower, upper
+                lo = lower[node, f]
+                hi = upper[node, f]
+                spread = hi - lo
+                if not spread > best:  # a split cannot shrink the box by more than this
+                    continue
+                for r in range(m):
+                    vals[r] = X[perm[s + r], f]
+                t = _select_value(vals, m, mid)
+                n_lt = 0
+                n_le = 0
+                below = -np.inf  # largest value < t
+                above = np.inf  # smallest value > t
+                for r in range(m):
+                    v = vals[r]
+                    if v < t:
+                        n_lt += 1
+                        if v > below:
+                            below = v
+                    elif v == t:
+                        n_le += 1
+                    elif v < above:
+                        above = v
+                n_le += n_lt
+                # rank median: left = ranks [0, mid); clean when no tie straddles it
+                left_hi = below if n_lt == mid else t
+                score = spread - max(left_hi - lo, hi - t)
+                kind = 0
+                if n_lt >= min_child and m - n_lt >= min_child and n_lt != mid:
+                    sc = spread - max(below - lo, hi - t)
+                    if sc > score:
+                        score = sc
+                        kind = 1
+                if n_le >= min_child and m - n_le >= min_child:
+                    sc = spread - max(t - lo, hi - above)
+                    if sc > score:
+                        score = sc
+                        kind = 2
+                if score > best:
+                    best = score
+                    best_dim = f
+                    best_kind = kind
+                    best_t = t
+            if best_dim >= 0:
+                f = best_dim
+                if best_kind == 0:
+                    _select_nth(X, perm, s, e, s + mid, f)
+                    split = s + mid
+                else:
+                    i = s
+                    for p in range(s, e):  # stable enough: order inside a child is free
+                        v = X[perm[p], f]
+                        if v < best_t or (best_kind == 2 and v == best_t):
+                            tmp = perm[i]
+                            perm[i] = perm[p]
+                            perm[p] = tmp
+                            i += 1
+                    split = i
+                left = n_nodes
+                child[node] = left
+                start[left] = s
+                end[left] = split
+                start[left + 1] = split
+                end[left + 1] = e
+                n_nodes += 2
+        node += 1
+    return (perm, start[:n_nodes].copy(), end[:n_nodes].copy(), child[:n_nodes].copy(),
+            lower[:n_nodes].copy(), upper[:n_nodes].copy())
 
 
 @kernel(inline="always")
@@ -166,8 +267,8 @@ def _select_pairs(buf_d, buf_k, buf_p, lo, hi, nth):
 
 
 @kernel
-def query_one(x, group, k, XT, key, ref_group, start, end, lower, upper, buf_d, buf_k, buf_p,
-              leaf_d, stack_node, stack_lb):
+def query_one(x, group, k, XT, key, ref_group, start, end, child, lower, upper, buf_d, buf_k,
+              buf_p, leaf_d, stack_node, stack_lb):
     """Find the ``k`` nearest tree positions of ``x`` whose ``ref_group`` is not ``group``.
 
     ``XT`` is the data in tree order, transposed (d, n), and ``key`` the tie-breaking
@@ -178,7 +279,6 @@ def query_one(x, group, k, XT, key, ref_group, start, end, lower, upper, buf_d, 
     Leaves the neighbours, unsorted, in ``buf[:count]`` and returns ``count`` (``k``, or
     fewer if fewer eligible references exist).
     """
-    n_nodes = start.shape[0]
     d = x.shape[0]
     cap = buf_d.shape[0]
     count = 0
@@ -192,8 +292,8 @@ def query_one(x, group, k, XT, key, ref_group, start, end, lower, upper, buf_d, 
         node = stack_node[sp]
         if stack_lb[sp] > tau:
             continue
-        left = 2 * node + 1
-        if left >= n_nodes:
+        left = child[node]
+        if left < 0:
             s = start[node]
             m = end[node] - s
             for r in range(m):  # distances to the whole leaf, feature by feature (vectorised)
@@ -280,7 +380,7 @@ def sort_neighbours(buf_d, buf_k, buf_p, count):
 
 
 @batch_kernel
-def cv_losses(XT, yr, key, fold, start, end, lower, upper, grid, chunk, out):
+def cv_losses(XT, yr, key, fold, start, end, child, lower, upper, grid, chunk, out):
     """Sum the cross-validated squared losses of k-NN forecasts, for every k in ``grid``.
 
     Every reference (tree position ``q``) is a query: its ``max(grid)`` nearest
@@ -294,14 +394,14 @@ def cv_losses(XT, yr, key, fold, start, end, lower, upper, grid, chunk, out):
     k = grid[grid.shape[0] - 1]
     n_chunks = out.shape[0]
     for b in prange(n_chunks):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end)
+        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
         x = np.empty(d)
         for g in range(grid.shape[0]):
             out[b, g] = 0.0
         for q in range(b * chunk, min(n, (b + 1) * chunk)):
             for f in range(d):
                 x[f] = XT[f, q]
-            count = query_one(x, fold[q], k, XT, key, fold, start, end, lower, upper,
+            count = query_one(x, fold[q], k, XT, key, fold, start, end, child, lower, upper,
                               buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
             sort_neighbours(buf_d, buf_k, buf_p, count)
             total = 0.0
@@ -315,28 +415,34 @@ def cv_losses(XT, yr, key, fold, start, end, lower, upper, grid, chunk, out):
 
 
 @kernel
-def _scratch(k, start, end):
+def _scratch(k, start, end, child):
     """Allocate per-thread scratch for queries: candidate buffers, leaf distances, stack."""
-    n_levels = int(np.log2(start.shape[0] + 1))
+    n_nodes = start.shape[0]
+    depth = np.zeros(n_nodes, dtype=np.int64)
+    max_depth = 0
     leaf = 1
-    for node in range(start.shape[0] // 2, start.shape[0]):
-        leaf = max(leaf, end[node] - start[node])
+    for node in range(n_nodes):  # parents come before children
+        left = child[node]
+        if left < 0:
+            leaf = max(leaf, end[node] - start[node])
+        else:
+            depth[left] = depth[left + 1] = depth[node] + 1
+            max_depth = max(max_depth, depth[node] + 1)
     cap = 2 * k + 64
     return (np.empty(cap), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
-            np.empty(leaf), np.empty(2 * n_levels + 2, dtype=np.int64),
-            np.empty(2 * n_levels + 2))
+            np.empty(leaf), np.empty(max_depth + 2, dtype=np.int64), np.empty(max_depth + 2))
 
 
 @batch_kernel
-def neighbour_means(queries, k, XT, yr, key, start, end, lower, upper, out):
+def neighbour_means(queries, k, XT, yr, key, start, end, child, lower, upper, out):
     """Write the mean of ``yr`` over the ``k`` nearest references of each query."""
     n_q = queries.shape[0]
     none = np.full(XT.shape[1], -1, dtype=np.int64)
     chunk = 256
     for b in prange((n_q + chunk - 1) // chunk):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end)
+        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
         for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
-            count = query_one(queries[q], 0, k, XT, key, none, start, end, lower, upper,
+            count = query_one(queries[q], 0, k, XT, key, none, start, end, child, lower, upper,
                               buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
             total = 0.0
             for r in range(count):
@@ -345,7 +451,7 @@ def neighbour_means(queries, k, XT, yr, key, start, end, lower, upper, out):
 
 
 @batch_kernel
-def neighbour_indices(queries, k, XT, key, start, end, lower, upper, out_idx, out_dist):
+def neighbour_indices(queries, k, XT, key, start, end, child, lower, upper, out_idx, out_dist):
     """Find the ``k`` nearest references of each query in (distance, index) order.
 
     Writes their indices (``key``) into ``out_idx`` and squared distances into
@@ -355,9 +461,9 @@ def neighbour_indices(queries, k, XT, key, start, end, lower, upper, out_idx, ou
     none = np.full(XT.shape[1], -1, dtype=np.int64)
     chunk = 256
     for b in prange((n_q + chunk - 1) // chunk):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end)
+        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
         for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
-            count = query_one(queries[q], 0, k, XT, key, none, start, end, lower, upper,
+            count = query_one(queries[q], 0, k, XT, key, none, start, end, child, lower, upper,
                               buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
             sort_neighbours(buf_d, buf_k, buf_p, count)
             for r in range(count):

@@ -184,11 +184,11 @@ def test_kdtree_neighbours_follow_the_tie_rule(seed, k):
     # discrete features: many exact ties in distance, duplicated points
     X = rng.integers(0, 4, size=(n, 3)).astype(float) * np.array([1.0, 0.5, 2.0])
     Q = np.vstack([X[:40], rng.integers(0, 4, size=(40, 3)) * 0.7])
-    perm, start, end, lower, upper = _knn.build_kdtree(X, _knn.n_tree_levels(n, 8))
+    perm, start, end, child, lower, upper = _knn.build_kdtree(X, 8)
     XT = np.ascontiguousarray(X[perm].T)
     idx = np.empty((Q.shape[0], k), dtype=np.int64)
     dist = np.empty((Q.shape[0], k))
-    _knn.neighbour_indices(Q, k, XT, perm, start, end, lower, upper, idx, dist, work=0)
+    _knn.neighbour_indices(Q, k, XT, perm, start, end, child, lower, upper, idx, dist, work=0)
     for q in range(Q.shape[0]):
         d = np.zeros(n)
         for f in range(3):  # the documented accumulation order
