@@ -1,10 +1,18 @@
 """Numba KD-tree for exact k-nearest-neighbour queries (private: inputs are trusted).
 
 The region forecasters query every training event for up to ~600 neighbours, which a
-brute-force scan does in O(n^2) time. A KD-tree (median splits on the widest dimension,
-implicit binary layout: node ``i`` has children ``2i+1`` and ``2i+2``, leaves hold
-``leaf_size/2..leaf_size`` points) answers each query in roughly O(k log n) on
-low-dimensional features, so cross-validating k over all events costs O(n k log n).
+brute-force scan does in O(n^2) time. A KD-tree answers each query in roughly O(k log n)
+on low-dimensional features, so cross-validating k over all events costs O(n k log n).
+Nodes are numbered breadth first with explicit child links (``child[i]`` is the left
+child, ``child[i] + 1`` the right one, -1 for a leaf); leaves hold at most ``leaf_size``
+points and every child at least ``leaf_size // 4``, so there are fewer than
+``8 n / leaf_size`` nodes. Each node is split where its bounding box shrinks the most
+(:func:`build_kdtree`): a median split on continuous features, but on one-hot or other
+discrete features (Table 1's letter indicator, whose rare letters are the widest
+dimensions once standardised) a clean split at the edge of the median's tie block, which
+takes that dimension out of both children's boxes. Plain median splits on the widest
+dimension landed inside the tie block there, left one child's box as wide as its
+parent's, and the tree pruned almost nothing.
 
 Order of neighbours (the tie rule): by squared Euclidean distance, computed as
 ``sum_f (ref[f] - x[f])**2`` accumulated in feature order from 0.0, then by the
@@ -196,7 +204,7 @@ def build_kdtree(X, leaf_size):
                     split = s + mid
                 else:
                     i = s
-                    for p in range(s, e):  # stable enough: order inside a child is free
+                    for p in range(s, e):  # the order inside a child does not matter
                         v = X[perm[p], f]
                         if v < best_t or (best_kind == 2 and v == best_t):
                             tmp = perm[i]
