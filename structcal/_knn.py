@@ -352,39 +352,93 @@ def query_one(x, group, k, XT, key, ref_group, start, end, child, lower, upper, 
 def sort_neighbours(buf_d, buf_k, buf_p, count):
     """Sort ``buf[:count]`` in place into (distance, index) order.
 
-    Insertion sort below 16 entries, else quicksort splitting at the median found by
-    :func:`_select_pairs` (stack depth at most log2(count)).
+    Quicksort (median-of-three pivot, the smaller part first so the stack stays within
+    log2(count) ranges) with insertion sort below 16 entries. A range still being split
+    after 2 log2(count) levels is split at its exact median (:func:`_select_pairs`)
+    instead, so the worst case stays O(count log count). Indices are distinct, so the
+    (distance, index) order is total and the result does not depend on the algorithm.
     """
-    stack = np.empty(128, dtype=np.int64)
+    stack = np.empty(3 * 128, dtype=np.int64)
     stack[0] = 0
     stack[1] = count
-    sp = 2
+    stack[2] = 0
+    sp = 3
+    max_level = 2
+    c = count
+    while c > 1:
+        c //= 2
+        max_level += 2
     while sp > 0:
-        sp -= 2
+        sp -= 3
         lo = stack[sp]
         hi = stack[sp + 1]
-        if hi - lo <= 16:
-            for i in range(lo + 1, hi):
-                dd = buf_d[i]
-                kk = buf_k[i]
-                pp = buf_p[i]
-                j = i - 1
-                while j >= lo and (buf_d[j] > dd or (buf_d[j] == dd and buf_k[j] > kk)):
-                    buf_d[j + 1] = buf_d[j]
-                    buf_k[j + 1] = buf_k[j]
-                    buf_p[j + 1] = buf_p[j]
+        level = stack[sp + 2]
+        while hi - lo > 16:
+            if level >= max_level:
+                mid = (lo + hi) // 2
+                _select_pairs(buf_d, buf_k, buf_p, lo, hi, mid)
+                split = mid + 1
+                left_hi = mid
+            else:
+                # median of three by (distance, index), moved to lo as the pivot
+                a = lo
+                b = (lo + hi) // 2
+                e = hi - 1
+                if buf_d[b] < buf_d[a] or (buf_d[b] == buf_d[a] and buf_k[b] < buf_k[a]):
+                    a, b = b, a
+                if buf_d[e] < buf_d[b] or (buf_d[e] == buf_d[b] and buf_k[e] < buf_k[b]):
+                    b = e
+                    if buf_d[b] < buf_d[a] or (buf_d[b] == buf_d[a] and buf_k[b] < buf_k[a]):
+                        b = a
+                buf_d[lo], buf_d[b] = buf_d[b], buf_d[lo]
+                buf_k[lo], buf_k[b] = buf_k[b], buf_k[lo]
+                buf_p[lo], buf_p[b] = buf_p[b], buf_p[lo]
+                pd = buf_d[lo]
+                pk = buf_k[lo]
+                i = lo + 1
+                j = hi - 1
+                while True:
+                    while i <= j and (buf_d[i] < pd or (buf_d[i] == pd and buf_k[i] < pk)):
+                        i += 1
+                    while buf_d[j] > pd or (buf_d[j] == pd and buf_k[j] > pk):
+                        j -= 1
+                    if i >= j:
+                        break
+                    buf_d[i], buf_d[j] = buf_d[j], buf_d[i]
+                    buf_k[i], buf_k[j] = buf_k[j], buf_k[i]
+                    buf_p[i], buf_p[j] = buf_p[j], buf_p[i]
+                    i += 1
                     j -= 1
-                buf_d[j + 1] = dd
-                buf_k[j + 1] = kk
-                buf_p[j + 1] = pp
-            continue
-        mid = (lo + hi) // 2
-        _select_pairs(buf_d, buf_k, buf_p, lo, hi, mid)  # median split: depth <= log2(count)
-        stack[sp] = lo
-        stack[sp + 1] = mid
-        stack[sp + 2] = mid + 1
-        stack[sp + 3] = hi
-        sp += 4
+                # the pivot goes to j: [lo, j) smaller, (j, hi) larger
+                buf_d[lo], buf_d[j] = buf_d[j], buf_d[lo]
+                buf_k[lo], buf_k[j] = buf_k[j], buf_k[lo]
+                buf_p[lo], buf_p[j] = buf_p[j], buf_p[lo]
+                left_hi = j
+                split = j + 1
+            level += 1
+            if left_hi - lo < hi - split:  # push the larger part, go on with the smaller
+                stack[sp] = split
+                stack[sp + 1] = hi
+                hi = left_hi
+            else:
+                stack[sp] = lo
+                stack[sp + 1] = left_hi
+                lo = split
+            stack[sp + 2] = level
+            sp += 3
+        for i in range(lo + 1, hi):
+            dd = buf_d[i]
+            kk = buf_k[i]
+            pp = buf_p[i]
+            j = i - 1
+            while j >= lo and (buf_d[j] > dd or (buf_d[j] == dd and buf_k[j] > kk)):
+                buf_d[j + 1] = buf_d[j]
+                buf_k[j + 1] = buf_k[j]
+                buf_p[j + 1] = buf_p[j]
+                j -= 1
+            buf_d[j + 1] = dd
+            buf_k[j + 1] = kk
+            buf_p[j + 1] = pp
 
 
 @batch_kernel

@@ -294,6 +294,24 @@ def test_knn_cv_on_one_hot_features_equals_explicit_fold_fits():
     np.testing.assert_array_equal(f.predict_proba(Q)[:, 1], want)
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 16, 17, 40, 500, 1064, 4000])
+def test_sort_neighbours_orders_by_distance_then_index(n):
+    """Random, tied, presorted, reversed and all-equal distances: (distance, index) order."""
+    from structcal import _knn
+
+    rng = np.random.default_rng(n)
+    cases = [rng.random(n), rng.integers(0, 3, n).astype(float), np.sort(rng.random(n)),
+             np.sort(rng.random(n))[::-1], np.zeros(n)]
+    for d in cases:
+        for key in (rng.permutation(5 * n + 1)[:n], np.arange(n)[::-1], np.arange(n)):
+            bd, bk, bp = d.copy(), np.ascontiguousarray(key, dtype=np.int64), np.arange(n)
+            _knn.sort_neighbours(bd, bk, bp, n)
+            want = np.lexsort((key, d))
+            np.testing.assert_array_equal(bp, want)
+            np.testing.assert_array_equal(bk, key[want])
+            np.testing.assert_array_equal(bd, d[want])
+
+
 def test_knn_cv_with_ties_equals_explicit_fold_fits():
     """Discrete features (ties everywhere): CV losses equal held-out forecasts computed
     by brute force with the documented tie rule (distance, then row of X_fit_)."""
