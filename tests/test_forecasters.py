@@ -304,7 +304,7 @@ def test_sort_neighbours_orders_by_distance_then_index(n):
              np.sort(rng.random(n))[::-1], np.zeros(n)]
     for d in cases:
         for key in (rng.permutation(5 * n + 1)[:n], np.arange(n)[::-1], np.arange(n)):
-            bd, bk, bp = d.copy(), np.ascontiguousarray(key, dtype=np.int64), np.arange(n)
+            bd, bk, bp = d.copy(), key.astype(np.int64), np.arange(n)
             _knn.sort_neighbours(bd, bk, bp, n)
             want = np.lexsort((key, d))
             np.testing.assert_array_equal(bp, want)
