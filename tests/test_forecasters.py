@@ -220,14 +220,14 @@ def _one_hot_and_continuous(rng, n, n_letters=12):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("k", [1, 9, 80])
 @pytest.mark.parametrize("leaf_size", [4, 40])
-def test_kdtree_on_one_hot_features_follows_the_tie_rule(seed, k, leaf_size):
+@pytest.mark.parametrize("n", [900, 9000])  # 9000: the root splits at a sampled median
+def test_kdtree_on_one_hot_features_follows_the_tie_rule(seed, k, leaf_size, n):
     """One-hot plus coarse continuous features (distance ties everywhere, splits at the
     edges of tie blocks): boxes are exact bounds, and neighbours equal a brute-force
     scan sorted by (squared distance, row)."""
     from structcal import _knn
 
     rng = np.random.default_rng(10 + seed)
-    n = 900
     X = _one_hot_and_continuous(rng, n)
     d = X.shape[1]
     perm, start, end, child, lower, upper = _knn.build_kdtree(X, leaf_size)
