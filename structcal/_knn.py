@@ -88,12 +88,12 @@ def build_kdtree(X, leaf_size):
     ``leaf_size // 4`` points on each side. On one-hot or otherwise discrete features a
     median split inside a tie block leaves one child's box as wide as its parent's,
     whereas a clean split removes that dimension from both boxes. Dimensions are tried
-    widest first and skipped once their spread cannot beat the best score; nodes of
-    more than ``4 * _SAMPLE`` points split near the median of an even sample of
-    ``_SAMPLE`` values instead of the exact one (falling back to the exact median of the
-    widest dimension if no sampled split leaves ``leaf_size // 4`` points per side). Any
-    split gives the same neighbours (the tie rule does not depend on the tree's shape),
-    so these choices only affect speed.
+    widest first and skipped once their spread cannot beat the best score; in nodes of
+    more than ``4 * _SAMPLE`` points candidates are scored at the median of an even
+    sample of ``_SAMPLE`` values, and a median split chosen that way is then made at the
+    exact median (of the widest dimension if no sampled candidate leaves
+    ``leaf_size // 4`` points per side). Any split gives the same neighbours (the tie
+    rule does not depend on the tree's shape), so these choices only affect speed.
     """
     n, d = X.shape
     min_child = max(1, leaf_size // 4)  # smallest child off the median: bounds n_nodes
@@ -133,6 +133,7 @@ def build_kdtree(X, leaf_size):
             best_dim = -1
             best_t = 0.0
             best_tied = 0
+            best_median = False
             for f in range(d):
                 spreads[f] = upper[node, f] - lower[node, f]
             order = np.argsort(-spreads, kind="mergesort")  # widest first: skip the rest
@@ -180,8 +181,12 @@ def build_kdtree(X, leaf_size):
                         best_dim = f
                         best_t = t
                         best_tied = tied
-            if best_dim < 0:  # sampled medians all unusable: exact median of the widest
-                best_dim = order[0]
+                        best_median = c == 0
+            if m > 4 * _SAMPLE and (best_dim < 0 or best_median):
+                # a median split chosen on a sample (or none usable): at the exact median
+                # of that dimension (of the widest if none), which keeps the tree balanced
+                if best_dim < 0:
+                    best_dim = order[0]
                 best_t = _select_value(vals[best_dim], m, mid)
                 n_lt = 0
                 for r in range(m):
@@ -345,8 +350,9 @@ def sort_neighbours(buf_d, buf_k, buf_p, count):
     Quicksort (median-of-three pivot, the smaller part first so the stack stays within
     log2(count) ranges) with insertion sort below 16 entries. A range still being split
     after 2 log2(count) levels is split at its exact median (:func:`_select_pairs`)
-    instead, so the worst case stays O(count log count). Indices are distinct, so the
-    (distance, index) order is total and the result does not depend on the algorithm.
+    instead, which bounds the recursion on adversarial inputs. Indices are distinct, so
+    the (distance, index) order is total and the result does not depend on the
+    algorithm.
     """
     stack = np.empty(3 * 128, dtype=np.int64)
     stack[0] = 0
