@@ -1,10 +1,18 @@
 """Numba KD-tree for exact k-nearest-neighbour queries (private: inputs are trusted).
 
 The region forecasters query every training event for up to ~600 neighbours, which a
-brute-force scan does in O(n^2) time. A KD-tree (median splits on the widest dimension,
-implicit binary layout: node ``i`` has children ``2i+1`` and ``2i+2``, leaves hold
-``leaf_size/2..leaf_size`` points) answers each query in roughly O(k log n) on
-low-dimensional features, so cross-validating k over all events costs O(n k log n).
+brute-force scan does in O(n^2) time. A KD-tree answers each query in roughly O(k log n)
+on low-dimensional features, so cross-validating k over all events costs O(n k log n).
+Nodes are numbered breadth first with explicit child links (``child[i]`` is the left
+child, ``child[i] + 1`` the right one, -1 for a leaf); leaves hold at most ``leaf_size``
+points and every child at least ``leaf_size // 4``, so there are fewer than
+``8 n / leaf_size`` nodes. Each node is split where its bounding box shrinks the most
+(:func:`build_kdtree`): a median split on continuous features, but on one-hot or other
+discrete features (Table 1's letter indicator, whose rare letters are the widest
+dimensions once standardised) a clean split at the edge of the median's tie block, which
+takes that dimension out of both children's boxes. Plain median splits on the widest
+dimension landed inside the tie block there, left one child's box as wide as its
+parent's, and the tree pruned almost nothing.
 
 Order of neighbours (the tie rule): by squared Euclidean distance, computed as
 ``sum_f (ref[f] - x[f])**2`` accumulated in feature order from 0.0, then by the
@@ -23,41 +31,34 @@ import numpy as np
 
 from ._numba import batch_kernel, kernel, prange
 
-#: Points per leaf (at most). 40 is a good trade-off for k of tens to hundreds.
-LEAF_SIZE = 40
+#: Points per leaf (at most; median splits leave 32..64). Query times for k of tens to
+#: hundreds change by a few percent between 40 and 80; fewer levels build faster.
+LEAF_SIZE = 64
 
-
-def n_tree_levels(n, leaf_size=LEAF_SIZE):
-    """Return the number of levels of the implicit tree over ``n`` points (1: one leaf)."""
-    return int(np.log2(max(1.0, (n - 1) / leaf_size))) + 1
+#: Nodes of more than ``4 * _SAMPLE`` points are split near the median of a sample.
+_SAMPLE = 1024
 
 
 @kernel
-def _select_nth(X, perm, start, end, nth, dim):
-    """Sort ``perm[start:end]`` partially by ``X[perm, dim]`` (Hoare quickselect).
-
-    Afterwards ``X[perm[nth], dim]`` is the value of rank ``nth``, smaller values
-    before it and larger after.
-    """
-    lo = start
-    hi = end - 1
+def _select_value(vals, m, nth):
+    """Return the value of rank ``nth`` of ``vals[:m]`` (quickselect, reorders ``vals``)."""
+    lo = 0
+    hi = m - 1
     while hi > lo:
         mid = (lo + hi) // 2
-        a = X[perm[lo], dim]
-        b = X[perm[mid], dim]
-        c = X[perm[hi], dim]
-        pivot = max(min(a, b), min(max(a, b), c))  # median of three
+        a = vals[lo]
+        b = vals[mid]
+        c = vals[hi]
+        pivot = max(min(a, b), min(max(a, b), c))
         i = lo
         j = hi
         while i <= j:
-            while X[perm[i], dim] < pivot:
+            while vals[i] < pivot:
                 i += 1
-            while X[perm[j], dim] > pivot:
+            while vals[j] > pivot:
                 j -= 1
             if i <= j:
-                t = perm[i]
-                perm[i] = perm[j]
-                perm[j] = t
+                vals[i], vals[j] = vals[j], vals[i]
                 i += 1
                 j -= 1
         if nth <= j:
@@ -65,54 +66,157 @@ def _select_nth(X, perm, start, end, nth, dim):
         elif nth >= i:
             lo = i
         else:
-            return
+            break
+    return vals[nth]
 
 
 @kernel
-def build_kdtree(X, n_levels):
+def build_kdtree(X, leaf_size):
     """Build the tree over the rows of ``X`` (n, d).
 
     Returns ``perm`` (n,) (tree position -> row of ``X``), ``start``/``end`` (n_nodes,)
-    (each node's range of tree positions) and ``lower``/``upper`` (n_nodes, d) (each
-    node's bounding box), with ``n_nodes = 2**n_levels - 1``.
+    (each node's range of tree positions), ``child`` (n_nodes,) (index of the left
+    child, the right one follows it; -1 for a leaf) and ``lower``/``upper``
+    (n_nodes, d) (each node's bounding box). Nodes are numbered breadth first, so
+    parents come before children.
+
+    A node of more than ``leaf_size`` points is split in the dimension and at the point
+    that shrink its box the most: the score of a split is the node's spread in that
+    dimension minus the larger of the children's spreads. Candidates per dimension are
+    the rank-median split and, when the median value is tied, the two clean splits at
+    the edges of its tie block (all tied values on one side), which must leave at least
+    ``leaf_size // 4`` points on each side. On one-hot or otherwise discrete features a
+    median split inside a tie block leaves one child's box as wide as its parent's,
+    whereas a clean split removes that dimension from both boxes. Dimensions are tried
+    widest first and skipped once their spread cannot beat the best score; in nodes of
+    more than ``4 * _SAMPLE`` points candidates are scored at the median of an even
+    sample of ``_SAMPLE`` values, and a median split chosen that way is then made at the
+    exact median (of the widest dimension if no sampled candidate leaves
+    ``leaf_size // 4`` points per side). Any split gives the same neighbours (the tie
+    rule does not depend on the tree's shape), so these choices only affect speed.
     """
     n, d = X.shape
-    n_nodes = 2**n_levels - 1
+    min_child = max(1, leaf_size // 4)  # smallest child off the median: bounds n_nodes
+    cap = 1 + 2 * max(1, n // min_child)
     perm = np.arange(n)
-    start = np.zeros(n_nodes, dtype=np.int64)
-    end = np.zeros(n_nodes, dtype=np.int64)
-    lower = np.zeros((n_nodes, d))
-    upper = np.zeros((n_nodes, d))
+    start = np.zeros(cap, dtype=np.int64)
+    end = np.zeros(cap, dtype=np.int64)
+    child = np.full(cap, -1, dtype=np.int64)
+    lower = np.zeros((cap, d))
+    upper = np.zeros((cap, d))
+    vals = np.empty((d, n))  # the node's values, dimension by dimension
+    sample = np.empty(_SAMPLE)
+    spreads = np.empty(d)
     end[0] = n
-    for node in range(n_nodes):  # parents come before children
+    n_nodes = 1
+    node = 0
+    while node < n_nodes:  # breadth first: parents come before children
         s = start[node]
         e = end[node]
-        for f in range(d):
-            lower[node, f] = np.inf
-            upper[node, f] = -np.inf
+        m = e - s
         for p in range(s, e):
+            row = perm[p]
             for f in range(d):
-                v = X[perm[p], f]
-                if v < lower[node, f]:
-                    lower[node, f] = v
-                if v > upper[node, f]:
-                    upper[node, f] = v
-        left = 2 * node + 1
-        if left < n_nodes:
-            dim = 0
-            spread = -1.0
+                vals[f, p - s] = X[row, f]
+        for f in range(d):
+            lo = np.inf
+            hi = -np.inf
+            for r in range(m):  # branch-free (vectorised)
+                v = vals[f, r]
+                lo = min(lo, v)
+                hi = max(hi, v)
+            lower[node, f] = lo
+            upper[node, f] = hi
+        if m > leaf_size:
+            mid = m // 2
+            best = -1.0
+            best_dim = -1
+            best_t = 0.0
+            best_tied = 0
+            best_median = False
             for f in range(d):
-                if upper[node, f] - lower[node, f] > spread:
-                    spread = upper[node, f] - lower[node, f]
-                    dim = f
-            mid = s + (e - s) // 2
-            if e - s > 1:
-                _select_nth(X, perm, s, e, mid, dim)
-            start[left] = s
-            end[left] = mid
-            start[left + 1] = mid
-            end[left + 1] = e
-    return perm, start, end, lower, upper
+                spreads[f] = upper[node, f] - lower[node, f]
+            order = np.argsort(-spreads, kind="mergesort")  # widest first: skip the rest
+            for f in order:
+                lo = lower[node, f]
+                hi = upper[node, f]
+                spread = hi - lo
+                if not spread > best:  # a split cannot shrink the box by more than this
+                    break
+                vf = vals[f]
+                if m > 4 * _SAMPLE:  # large node: the median of an even sample
+                    step = m // _SAMPLE
+                    for r in range(_SAMPLE):
+                        sample[r] = vf[r * step]
+                    t = _select_value(sample, _SAMPLE, _SAMPLE // 2)
+                else:
+                    t = _select_value(vf, m, mid)
+                n_lt = 0
+                n_eq = 0
+                below = -np.inf  # largest value < t
+                above = np.inf  # smallest value > t
+                for r in range(m):  # branch-free (vectorised)
+                    v = vf[r]
+                    n_lt += v < t
+                    n_eq += v == t
+                    below = max(below, v if v < t else -np.inf)
+                    above = min(above, v if v > t else np.inf)
+                # candidates: how many of the values tied at t go left. The one closest
+                # to the rank median, none (clean) and all (clean)
+                for c in range(3):
+                    if c == 0:
+                        tied = min(max(mid - n_lt, 0), n_eq)
+                    elif c == 1:
+                        tied = 0
+                    else:
+                        tied = n_eq
+                    n_left = n_lt + tied
+                    if n_left < min_child or m - n_left < min_child:
+                        continue  # (never the exact rank median: mid >= min_child)
+                    left_hi = t if tied > 0 else below
+                    right_lo = t if tied < n_eq else above
+                    score = spread - max(left_hi - lo, hi - right_lo)
+                    if score > best:
+                        best = score
+                        best_dim = f
+                        best_t = t
+                        best_tied = tied
+                        best_median = c == 0
+            if m > 4 * _SAMPLE and (best_dim < 0 or best_median):
+                # a median split chosen on a sample (or none usable): at the exact median
+                # of that dimension (of the widest if none), which keeps the tree balanced
+                if best_dim < 0:
+                    best_dim = order[0]
+                best_t = _select_value(vals[best_dim], m, mid)
+                n_lt = 0
+                for r in range(m):
+                    if vals[best_dim, r] < best_t:
+                        n_lt += 1
+                best_tied = mid - n_lt
+            if best_dim >= 0:
+                f = best_dim
+                n_tied = best_tied  # left: values < t and this many values == t
+                i = s
+                for p in range(s, e):  # the order inside a child does not matter
+                    row = perm[p]
+                    v = X[row, f]
+                    if v < best_t or (v == best_t and n_tied > 0):
+                        if v == best_t:
+                            n_tied -= 1
+                        perm[p] = perm[i]
+                        perm[i] = row
+                        i += 1
+                split = i
+                left = n_nodes
+                child[node] = left
+                start[left] = s
+                end[left] = split
+                start[left + 1] = split
+                end[left + 1] = e
+                n_nodes += 2
+        node += 1
+    return (perm, start[:n_nodes].copy(), end[:n_nodes].copy(), child[:n_nodes].copy(),
+            lower[:n_nodes].copy(), upper[:n_nodes].copy())
 
 
 @kernel(inline="always")
@@ -166,8 +270,8 @@ def _select_pairs(buf_d, buf_k, buf_p, lo, hi, nth):
 
 
 @kernel
-def query_one(x, group, k, XT, key, ref_group, start, end, lower, upper, buf_d, buf_k, buf_p,
-              leaf_d, stack_node, stack_lb):
+def query_one(x, group, k, XT, key, ref_group, start, end, child, lower, upper, buf_d, buf_k,
+              buf_p, leaf_d, stack_node, stack_lb):
     """Find the ``k`` nearest tree positions of ``x`` whose ``ref_group`` is not ``group``.
 
     ``XT`` is the data in tree order, transposed (d, n), and ``key`` the tie-breaking
@@ -178,7 +282,6 @@ def query_one(x, group, k, XT, key, ref_group, start, end, lower, upper, buf_d, 
     Leaves the neighbours, unsorted, in ``buf[:count]`` and returns ``count`` (``k``, or
     fewer if fewer eligible references exist).
     """
-    n_nodes = start.shape[0]
     d = x.shape[0]
     cap = buf_d.shape[0]
     count = 0
@@ -192,8 +295,8 @@ def query_one(x, group, k, XT, key, ref_group, start, end, lower, upper, buf_d, 
         node = stack_node[sp]
         if stack_lb[sp] > tau:
             continue
-        left = 2 * node + 1
-        if left >= n_nodes:
+        left = child[node]
+        if left < 0:
             s = start[node]
             m = end[node] - s
             for r in range(m):  # distances to the whole leaf, feature by feature (vectorised)
@@ -244,43 +347,98 @@ def query_one(x, group, k, XT, key, ref_group, start, end, lower, upper, buf_d, 
 def sort_neighbours(buf_d, buf_k, buf_p, count):
     """Sort ``buf[:count]`` in place into (distance, index) order.
 
-    Insertion sort below 16 entries, else quicksort splitting at the median found by
-    :func:`_select_pairs` (stack depth at most log2(count)).
+    Quicksort (median-of-three pivot, the smaller part first so the stack stays within
+    log2(count) ranges) with insertion sort below 16 entries. A range still being split
+    after 2 log2(count) levels is split at its exact median (:func:`_select_pairs`)
+    instead, which bounds the recursion on adversarial inputs. Indices are distinct, so
+    the (distance, index) order is total and the result does not depend on the
+    algorithm.
     """
-    stack = np.empty(128, dtype=np.int64)
+    stack = np.empty(3 * 128, dtype=np.int64)
     stack[0] = 0
     stack[1] = count
-    sp = 2
+    stack[2] = 0
+    sp = 3
+    max_level = 2
+    c = count
+    while c > 1:
+        c //= 2
+        max_level += 2
     while sp > 0:
-        sp -= 2
+        sp -= 3
         lo = stack[sp]
         hi = stack[sp + 1]
-        if hi - lo <= 16:
-            for i in range(lo + 1, hi):
-                dd = buf_d[i]
-                kk = buf_k[i]
-                pp = buf_p[i]
-                j = i - 1
-                while j >= lo and (buf_d[j] > dd or (buf_d[j] == dd and buf_k[j] > kk)):
-                    buf_d[j + 1] = buf_d[j]
-                    buf_k[j + 1] = buf_k[j]
-                    buf_p[j + 1] = buf_p[j]
+        level = stack[sp + 2]
+        while hi - lo > 16:
+            if level >= max_level:
+                mid = (lo + hi) // 2
+                _select_pairs(buf_d, buf_k, buf_p, lo, hi, mid)
+                split = mid + 1
+                left_hi = mid
+            else:
+                # median of three by (distance, index), moved to lo as the pivot
+                a = lo
+                b = (lo + hi) // 2
+                e = hi - 1
+                if buf_d[b] < buf_d[a] or (buf_d[b] == buf_d[a] and buf_k[b] < buf_k[a]):
+                    a, b = b, a
+                if buf_d[e] < buf_d[b] or (buf_d[e] == buf_d[b] and buf_k[e] < buf_k[b]):
+                    b = e
+                    if buf_d[b] < buf_d[a] or (buf_d[b] == buf_d[a] and buf_k[b] < buf_k[a]):
+                        b = a
+                buf_d[lo], buf_d[b] = buf_d[b], buf_d[lo]
+                buf_k[lo], buf_k[b] = buf_k[b], buf_k[lo]
+                buf_p[lo], buf_p[b] = buf_p[b], buf_p[lo]
+                pd = buf_d[lo]
+                pk = buf_k[lo]
+                i = lo + 1
+                j = hi - 1
+                while True:
+                    while i <= j and (buf_d[i] < pd or (buf_d[i] == pd and buf_k[i] < pk)):
+                        i += 1
+                    while buf_d[j] > pd or (buf_d[j] == pd and buf_k[j] > pk):
+                        j -= 1
+                    if i >= j:
+                        break
+                    buf_d[i], buf_d[j] = buf_d[j], buf_d[i]
+                    buf_k[i], buf_k[j] = buf_k[j], buf_k[i]
+                    buf_p[i], buf_p[j] = buf_p[j], buf_p[i]
+                    i += 1
                     j -= 1
-                buf_d[j + 1] = dd
-                buf_k[j + 1] = kk
-                buf_p[j + 1] = pp
-            continue
-        mid = (lo + hi) // 2
-        _select_pairs(buf_d, buf_k, buf_p, lo, hi, mid)  # median split: depth <= log2(count)
-        stack[sp] = lo
-        stack[sp + 1] = mid
-        stack[sp + 2] = mid + 1
-        stack[sp + 3] = hi
-        sp += 4
+                # the pivot goes to j: [lo, j) smaller, (j, hi) larger
+                buf_d[lo], buf_d[j] = buf_d[j], buf_d[lo]
+                buf_k[lo], buf_k[j] = buf_k[j], buf_k[lo]
+                buf_p[lo], buf_p[j] = buf_p[j], buf_p[lo]
+                left_hi = j
+                split = j + 1
+            level += 1
+            if left_hi - lo < hi - split:  # push the larger part, go on with the smaller
+                stack[sp] = split
+                stack[sp + 1] = hi
+                hi = left_hi
+            else:
+                stack[sp] = lo
+                stack[sp + 1] = left_hi
+                lo = split
+            stack[sp + 2] = level
+            sp += 3
+        for i in range(lo + 1, hi):
+            dd = buf_d[i]
+            kk = buf_k[i]
+            pp = buf_p[i]
+            j = i - 1
+            while j >= lo and (buf_d[j] > dd or (buf_d[j] == dd and buf_k[j] > kk)):
+                buf_d[j + 1] = buf_d[j]
+                buf_k[j + 1] = buf_k[j]
+                buf_p[j + 1] = buf_p[j]
+                j -= 1
+            buf_d[j + 1] = dd
+            buf_k[j + 1] = kk
+            buf_p[j + 1] = pp
 
 
 @batch_kernel
-def cv_losses(XT, yr, key, fold, start, end, lower, upper, grid, chunk, out):
+def cv_losses(XT, yr, key, fold, start, end, child, lower, upper, grid, chunk, out):
     """Sum the cross-validated squared losses of k-NN forecasts, for every k in ``grid``.
 
     Every reference (tree position ``q``) is a query: its ``max(grid)`` nearest
@@ -294,14 +452,14 @@ def cv_losses(XT, yr, key, fold, start, end, lower, upper, grid, chunk, out):
     k = grid[grid.shape[0] - 1]
     n_chunks = out.shape[0]
     for b in prange(n_chunks):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end)
+        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
         x = np.empty(d)
         for g in range(grid.shape[0]):
             out[b, g] = 0.0
         for q in range(b * chunk, min(n, (b + 1) * chunk)):
             for f in range(d):
                 x[f] = XT[f, q]
-            count = query_one(x, fold[q], k, XT, key, fold, start, end, lower, upper,
+            count = query_one(x, fold[q], k, XT, key, fold, start, end, child, lower, upper,
                               buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
             sort_neighbours(buf_d, buf_k, buf_p, count)
             total = 0.0
@@ -315,28 +473,34 @@ def cv_losses(XT, yr, key, fold, start, end, lower, upper, grid, chunk, out):
 
 
 @kernel
-def _scratch(k, start, end):
+def _scratch(k, start, end, child):
     """Allocate per-thread scratch for queries: candidate buffers, leaf distances, stack."""
-    n_levels = int(np.log2(start.shape[0] + 1))
+    n_nodes = start.shape[0]
+    depth = np.zeros(n_nodes, dtype=np.int64)
+    max_depth = 0
     leaf = 1
-    for node in range(start.shape[0] // 2, start.shape[0]):
-        leaf = max(leaf, end[node] - start[node])
+    for node in range(n_nodes):  # parents come before children
+        left = child[node]
+        if left < 0:
+            leaf = max(leaf, end[node] - start[node])
+        else:
+            depth[left] = depth[left + 1] = depth[node] + 1
+            max_depth = max(max_depth, depth[node] + 1)
     cap = 2 * k + 64
     return (np.empty(cap), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
-            np.empty(leaf), np.empty(2 * n_levels + 2, dtype=np.int64),
-            np.empty(2 * n_levels + 2))
+            np.empty(leaf), np.empty(max_depth + 2, dtype=np.int64), np.empty(max_depth + 2))
 
 
 @batch_kernel
-def neighbour_means(queries, k, XT, yr, key, start, end, lower, upper, out):
+def neighbour_means(queries, k, XT, yr, key, start, end, child, lower, upper, out):
     """Write the mean of ``yr`` over the ``k`` nearest references of each query."""
     n_q = queries.shape[0]
     none = np.full(XT.shape[1], -1, dtype=np.int64)
     chunk = 256
     for b in prange((n_q + chunk - 1) // chunk):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end)
+        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
         for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
-            count = query_one(queries[q], 0, k, XT, key, none, start, end, lower, upper,
+            count = query_one(queries[q], 0, k, XT, key, none, start, end, child, lower, upper,
                               buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
             total = 0.0
             for r in range(count):
@@ -345,7 +509,7 @@ def neighbour_means(queries, k, XT, yr, key, start, end, lower, upper, out):
 
 
 @batch_kernel
-def neighbour_indices(queries, k, XT, key, start, end, lower, upper, out_idx, out_dist):
+def neighbour_indices(queries, k, XT, key, start, end, child, lower, upper, out_idx, out_dist):
     """Find the ``k`` nearest references of each query in (distance, index) order.
 
     Writes their indices (``key``) into ``out_idx`` and squared distances into
@@ -355,9 +519,9 @@ def neighbour_indices(queries, k, XT, key, start, end, lower, upper, out_idx, ou
     none = np.full(XT.shape[1], -1, dtype=np.int64)
     chunk = 256
     for b in prange((n_q + chunk - 1) // chunk):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end)
+        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
         for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
-            count = query_one(queries[q], 0, k, XT, key, none, start, end, lower, upper,
+            count = query_one(queries[q], 0, k, XT, key, none, start, end, child, lower, upper,
                               buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
             sort_neighbours(buf_d, buf_k, buf_p, count)
             for r in range(count):

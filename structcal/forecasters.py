@@ -21,7 +21,7 @@ from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._knn import build_kdtree, cv_losses, n_tree_levels, neighbour_means
+from ._knn import LEAF_SIZE, build_kdtree, cv_losses, neighbour_means
 from ._validation import check_random_state
 from .io import SaveLoadMixin
 
@@ -265,8 +265,7 @@ class _KDTree:
 
     def __init__(self, X, y, fold=None):
         self.X_fit = X
-        n = X.shape[0]
-        perm, self.start, self.end, self.lower, self.upper = build_kdtree(X, n_tree_levels(n))
+        perm, self.start, self.end, self.child, self.lower, self.upper = build_kdtree(X, LEAF_SIZE)
         self.key = perm
         self.XT = np.ascontiguousarray(X[perm].T)
         self.yr = np.ascontiguousarray(y[perm])
@@ -277,8 +276,8 @@ class _KDTree:
         k = int(min(k, self.XT.shape[1]))
         out = np.empty(Xq.shape[0])
         neighbour_means(
-            Xq, k, self.XT, self.yr, self.key, self.start, self.end, self.lower, self.upper, out,
-            work=Xq.shape[0] * k // 8,
+            Xq, k, self.XT, self.yr, self.key, self.start, self.end, self.child, self.lower,
+            self.upper, out, work=Xq.shape[0] * k // 8,
         )
         return out
 
@@ -287,8 +286,8 @@ class _KDTree:
         n = self.XT.shape[1]
         out = np.empty(((n + chunk - 1) // chunk, grid.shape[0]))
         cv_losses(
-            self.XT, self.yr, self.key, self.fold, self.start, self.end, self.lower, self.upper,
-            grid, chunk, out, work=n * int(grid[-1]) // 8,
+            self.XT, self.yr, self.key, self.fold, self.start, self.end, self.child, self.lower,
+            self.upper, grid, chunk, out, work=n * int(grid[-1]) // 8,
         )
         return out.sum(axis=0)
 

@@ -184,11 +184,11 @@ def test_kdtree_neighbours_follow_the_tie_rule(seed, k):
     # discrete features: many exact ties in distance, duplicated points
     X = rng.integers(0, 4, size=(n, 3)).astype(float) * np.array([1.0, 0.5, 2.0])
     Q = np.vstack([X[:40], rng.integers(0, 4, size=(40, 3)) * 0.7])
-    perm, start, end, lower, upper = _knn.build_kdtree(X, _knn.n_tree_levels(n, 8))
+    perm, start, end, child, lower, upper = _knn.build_kdtree(X, 8)
     XT = np.ascontiguousarray(X[perm].T)
     idx = np.empty((Q.shape[0], k), dtype=np.int64)
     dist = np.empty((Q.shape[0], k))
-    _knn.neighbour_indices(Q, k, XT, perm, start, end, lower, upper, idx, dist, work=0)
+    _knn.neighbour_indices(Q, k, XT, perm, start, end, child, lower, upper, idx, dist, work=0)
     for q in range(Q.shape[0]):
         d = np.zeros(n)
         for f in range(3):  # the documented accumulation order
@@ -196,6 +196,120 @@ def test_kdtree_neighbours_follow_the_tie_rule(seed, k):
         want = np.lexsort((np.arange(n), d))[:k]
         np.testing.assert_array_equal(idx[q], want)
         np.testing.assert_array_equal(dist[q], d[want])
+
+
+def _one_hot_and_continuous(rng, n, n_letters=12):
+    """Events like the OCR letters': a one-hot letter with skewed frequencies (rare
+    letters), a few coarse continuous features (ties) and a binary flag, standardised
+    as the forecaster does (rare letters get the widest dimensions)."""
+    freq = 1.0 / np.arange(1, n_letters + 1) ** 1.5
+    letter = rng.choice(n_letters, size=n, p=freq / freq.sum())
+    X = np.column_stack([
+        np.round(rng.random(n), 1),
+        rng.integers(0, 5, n) / 4.0,
+        np.eye(n_letters)[letter],
+        np.round(rng.beta(4.0, 1.0, n), 2),
+        (rng.random(n) < 0.05).astype(float),
+    ])
+    m = min(30, n // 3)
+    X[n - m:] = X[:m]  # exact duplicates
+    std = X.std(0)
+    return (X - X.mean(0)) / np.where(std > 0, std, 1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("k", [1, 9, 80])
+@pytest.mark.parametrize("leaf_size", [4, 40])
+@pytest.mark.parametrize("n", [900, 9000])  # 9000: the root splits at a sampled median
+def test_kdtree_on_one_hot_features_follows_the_tie_rule(seed, k, leaf_size, n):
+    """One-hot plus coarse continuous features (distance ties everywhere, splits at the
+    edges of tie blocks): boxes are exact bounds, and neighbours equal a brute-force
+    scan sorted by (squared distance, row)."""
+    from structcal import _knn
+
+    rng = np.random.default_rng(10 + seed)
+    X = _one_hot_and_continuous(rng, n)
+    d = X.shape[1]
+    perm, start, end, child, lower, upper = _knn.build_kdtree(X, leaf_size)
+    assert np.array_equal(np.sort(perm), np.arange(n)) and start[0] == 0 and end[0] == n
+    for node in range(start.shape[0]):
+        pts = X[perm[start[node]:end[node]]]
+        assert len(pts) > 0
+        np.testing.assert_array_equal(lower[node], pts.min(0))
+        np.testing.assert_array_equal(upper[node], pts.max(0))
+        if child[node] < 0:
+            assert len(pts) <= leaf_size
+        else:
+            left = child[node]
+            assert left > node and end[left] == start[left + 1]
+            assert start[left] == start[node] and end[left + 1] == end[node]
+    # the one-hot dimensions are split cleanly: some leaves hold a single letter
+    leaves = np.flatnonzero(child < 0)
+    assert any(np.ptp(X[perm[start[i]:end[i]], 2:-2], axis=0).max() == 0 for i in leaves)
+    Q = np.vstack([X[:60], _one_hot_and_continuous(rng, 60)])
+    XT = np.ascontiguousarray(X[perm].T)
+    idx = np.empty((Q.shape[0], k), dtype=np.int64)
+    dist = np.empty((Q.shape[0], k))
+    _knn.neighbour_indices(Q, k, XT, perm, start, end, child, lower, upper, idx, dist, work=0)
+    for q in range(Q.shape[0]):
+        dq = np.zeros(n)
+        for f in range(d):  # the documented accumulation order
+            dq += (X[:, f] - Q[q, f]) ** 2
+        want = np.lexsort((np.arange(n), dq))[:k]
+        np.testing.assert_array_equal(idx[q], want)
+        np.testing.assert_array_equal(dist[q], dq[want])
+
+
+def test_knn_cv_on_one_hot_features_equals_explicit_fold_fits():
+    """CV losses on one-hot plus continuous features equal brute-force held-out forecasts
+    with the documented tie rule, and predictions equal brute-force neighbour means."""
+    rng = np.random.default_rng(3)
+    n, cv, seed = 600, 5, 2
+    X = _one_hot_and_continuous(rng, n)
+    y = (rng.random(n) < 0.2 + 0.6 * (X[:, 0] > 0)).astype(float)
+    grid = [2, 15, 60, 300]
+    f = KNNRegionForecaster(k_grid=grid, cv=cv, random_state=seed).fit(X, y)
+    r = np.random.default_rng(seed)
+    order = r.permutation(n)
+    folds = r.permutation(n) % cv
+    Xs = f.X_fit_
+    ys = y[order]
+    loss = np.zeros(len(grid))
+    for i in range(n):
+        d = np.zeros(n)
+        for c in range(Xs.shape[1]):
+            d += (Xs[:, c] - Xs[i, c]) ** 2
+        nb = [j for j in np.lexsort((np.arange(n), d)) if folds[j] != folds[i]]
+        for g, k in enumerate(grid):
+            loss[g] += (ys[nb[:k]].mean() - ys[i]) ** 2
+    np.testing.assert_allclose(f.cv_results_["l2"], loss / n, rtol=1e-12)
+    Q = np.vstack([X[:50], _one_hot_and_continuous(rng, 50)])
+    Qs = (Q - f.mean_) / f.scale_
+    want = np.empty(len(Q))
+    for q in range(len(Q)):
+        d = np.zeros(n)
+        for c in range(Xs.shape[1]):
+            d += (Xs[:, c] - Qs[q, c]) ** 2
+        want[q] = ys[np.lexsort((np.arange(n), d))[: f.n_neighbors_]].mean()
+    np.testing.assert_array_equal(f.predict_proba(Q)[:, 1], want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 16, 17, 40, 500, 1064, 4000])
+def test_sort_neighbours_orders_by_distance_then_index(n):
+    """Random, tied, presorted, reversed and all-equal distances: (distance, index) order."""
+    from structcal import _knn
+
+    rng = np.random.default_rng(n)
+    cases = [rng.random(n), rng.integers(0, 3, n).astype(float), np.sort(rng.random(n)),
+             np.sort(rng.random(n))[::-1], np.zeros(n)]
+    for d in cases:
+        for key in (rng.permutation(5 * n + 1)[:n], np.arange(n)[::-1], np.arange(n)):
+            bd, bk, bp = d.copy(), key.astype(np.int64), np.arange(n)
+            _knn.sort_neighbours(bd, bk, bp, n)
+            want = np.lexsort((key, d))
+            np.testing.assert_array_equal(bp, want)
+            np.testing.assert_array_equal(bk, key[want])
+            np.testing.assert_array_equal(bd, d[want])
 
 
 def test_knn_cv_with_ties_equals_explicit_fold_fits():
