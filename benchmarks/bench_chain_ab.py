@@ -1,0 +1,105 @@
+"""Chain inference before/after: this source tree against an earlier git revision.
+
+Runs the same measurement in fresh processes, alternating between the two trees
+(``--rounds`` times), so that drift in the machine's speed hits both alike: on one
+thread, the median of 9 calls of ``infer`` on the OCR test words x10 (shared 26x26
+matrix: Viterbi alone, Viterbi + marginals) and on the test words with one matrix per
+edge (the shipped matrix plus N(0, 0.1) noise). Prints per-round milliseconds and the
+median ratio baseline / current (above 1: the current tree is faster). The older tree is
+exported with ``git archive`` and put first on ``PYTHONPATH``; each tree has its own
+Numba cache, warmed by an untimed call.
+
+Run: ``python benchmarks/bench_chain_ab.py --baseline 105c9cb [--rounds 3] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TASKS = ("viterbi", "viterbi_marginals", "viterbi_per_edge", "viterbi_marginals_per_edge")
+
+CHILD = """
+import json, time
+import numba
+import numpy as np
+from structcal import ChainPotentials
+from structcal.crf import ChainCRF
+from structcal.datasets import load_ocr
+from structcal.inference import infer
+from structcal.io import pretrained_path
+
+numba.set_num_threads(1)
+test = load_ocr("test")
+p = ChainCRF.load(pretrained_path("ocr_chain_crf")).potentials(test.X)
+lengths = np.tile(p.lengths, 10)
+big = ChainPotentials(np.tile(p.unary, (10, 1)), np.concatenate([[0], np.cumsum(lengths)]),
+                      p.pairwise)
+noise = np.random.default_rng(0).normal(0, 0.1, size=(p.n_edges, 26, 26))
+per_edge = ChainPotentials(p.unary, p.offsets, p.pairwise[None] + noise)
+out = {}
+for name, pot, kw in [("viterbi", big, {"marginals": False}), ("viterbi_marginals", big, {}),
+                      ("viterbi_per_edge", per_edge, {"marginals": False}),
+                      ("viterbi_marginals_per_edge", per_edge, {})]:
+    infer(pot, **kw)
+    times = []
+    for _ in range(9):
+        t = time.perf_counter()
+        infer(pot, **kw)
+        times.append(time.perf_counter() - t)
+    out[name] = 1e3 * float(np.median(times))
+print(json.dumps(out))
+"""
+
+
+def run(pythonpath, cache_dir):
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, OPENBLAS_NUM_THREADS="1")
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+                         text=True, cwd=tempfile.gettempdir())
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="git revision to compare against")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="bench_chain_ab_")
+    base = os.path.join(work, "baseline")
+    os.makedirs(base)
+    archive = subprocess.run(["git", "-C", ROOT, "archive", args.baseline],
+                             capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
+    trees = {"baseline": base, "current": ROOT}
+    caches = {name: os.path.join(work, "cache_" + name) for name in trees}
+    rows = {name: [] for name in trees}
+    for _ in range(args.rounds):
+        for name, path in trees.items():
+            rows[name].append(run(path, caches[name]))
+    ratios = {t: statistics.median(b[t] / c[t] for b, c in zip(rows["baseline"], rows["current"]))
+              for t in TASKS}
+    if args.json:
+        print(json.dumps({"baseline": args.baseline, "rounds": rows, "ratio": ratios}))
+        return
+    print(f"infer on OCR words, 1 thread, median of 9 calls, ms; baseline {args.baseline} vs this tree, "
+          f"{args.rounds} alternating rounds (load average {os.getloadavg()[0]:.1f} at the end)")
+    print(f"{'task':28s} {'baseline':>24s} {'current':>24s}  speed ratio (median)")
+    for t in TASKS:
+        b = " ".join(f"{r[t]:6.2f}" for r in rows["baseline"])
+        c = " ".join(f"{r[t]:6.2f}" for r in rows["current"])
+        print(f"{t:28s} {b:>24s} {c:>24s}  {ratios[t]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
