@@ -231,18 +231,28 @@ def read_chain_partition(file, *, items=None):
 
 
 def _predict_partition(recalibrator, file, out_dir, version, inference_options):
-    """Worker task: calibrated events of one partition, written to ``out_dir``."""
+    """Worker task: calibrated events of one partition, written to ``out_dir``.
+
+    Runs Numba's kernels on this worker thread only: Dask's workers and threads are the
+    parallelism, and a kernel thread pool per worker would oversubscribe the cores.
+    """
+    import numba
+
     from .prediction import StructuredPrediction
 
     pa, pq = _pyarrow()
     if version != _version():
         raise StructcalError(f"worker runs structcal {_version()}, the client {version}")
+    numba.set_num_threads(1)  # per calling thread
     pot, ids, labels = read_chain_partition(file)
     out = recalibrator.predict(StructuredPrediction(pot, **inference_options), labels)
     t = out.table
+    kind = pa.DictionaryArray.from_arrays(
+        pa.array(np.asarray(t.kind, dtype=np.int32)), pa.array([str(k) for k in t.kind_names])
+    ).cast(pa.string())  # the names, built in Arrow rather than as one Python str per event
     cols = {
         "item": pa.array(ids[t.item]),
-        "kind": pa.array(np.asarray(t.kind_names, dtype=object)[t.kind].astype(str)),
+        "kind": kind,
         "position": pa.array(t.position),
         "label": pa.array(t.label),
         "forecast": pa.array(out.forecast),
