@@ -4,7 +4,8 @@ Runs the same measurement in fresh processes, alternating between the two trees
 (``--rounds`` times), so that drift in the machine's speed hits both alike: on one
 thread, the median of 9 calls of ``infer`` on the OCR test words x10 (shared 26x26
 matrix: Viterbi alone, Viterbi + marginals) and on the test words with one matrix per
-edge (the shipped matrix plus N(0, 0.1) noise). Prints per-round milliseconds and the
+edge (the shipped matrix plus N(0, 0.1) noise): the potentials of
+``bench_chain.py``, built by its functions from the current tree. Prints per-round milliseconds and the
 median ratio baseline / current (above 1: the current tree is faster). The older tree is
 exported with ``git archive`` and put first on ``PYTHONPATH``; each tree has its own
 Numba cache, warmed by an untimed call.
@@ -22,31 +23,26 @@ import subprocess
 import sys
 import tempfile
 
+from bench_startup import export_revision  # this folder is first on sys.path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = ("viterbi", "viterbi_marginals", "viterbi_per_edge", "viterbi_marginals_per_edge")
 
 CHILD = """
-import json, time
+import json, sys, time
 import numba
 import numpy as np
-from structcal import ChainPotentials
-from structcal.crf import ChainCRF
-from structcal.datasets import load_ocr
+sys.path.insert(0, {bench_dir!r})
+from bench_chain import ocr_potentials, per_edge_copy
 from structcal.inference import infer
-from structcal.io import pretrained_path
 
 numba.set_num_threads(1)
-test = load_ocr("test")
-p = ChainCRF.load(pretrained_path("ocr_chain_crf")).potentials(test.X)
-lengths = np.tile(p.lengths, 10)
-big = ChainPotentials(np.tile(p.unary, (10, 1)), np.concatenate([[0], np.cumsum(lengths)]),
-                      p.pairwise)
-noise = np.random.default_rng(0).normal(0, 0.1, size=(p.n_edges, 26, 26))
-per_edge = ChainPotentials(p.unary, p.offsets, p.pairwise[None] + noise)
-out = {}
-for name, pot, kw in [("viterbi", big, {"marginals": False}), ("viterbi_marginals", big, {}),
-                      ("viterbi_per_edge", per_edge, {"marginals": False}),
-                      ("viterbi_marginals_per_edge", per_edge, {})]:
+big, _, test = ocr_potentials(10)
+per_edge = per_edge_copy(ocr_potentials(1)[0])
+out = {{}}
+for name, pot, kw in [("viterbi", big, {{"marginals": False}}), ("viterbi_marginals", big, {{}}),
+                      ("viterbi_per_edge", per_edge, {{"marginals": False}}),
+                      ("viterbi_marginals_per_edge", per_edge, {{}})]:
     infer(pot, **kw)
     times = []
     for _ in range(9):
@@ -55,7 +51,7 @@ for name, pot, kw in [("viterbi", big, {"marginals": False}), ("viterbi_marginal
         times.append(time.perf_counter() - t)
     out[name] = 1e3 * float(np.median(times))
 print(json.dumps(out))
-"""
+""".format(bench_dir=os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(pythonpath, cache_dir):
@@ -76,11 +72,7 @@ def main():
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench_chain_ab_")
-    base = os.path.join(work, "baseline")
-    os.makedirs(base)
-    archive = subprocess.run(["git", "-C", ROOT, "archive", args.baseline],
-                             capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
+    base = export_revision(args.baseline, os.path.join(work, "baseline"))
     trees = {"baseline": base, "current": ROOT}
     caches = {name: os.path.join(work, "cache_" + name) for name in trees}
     rows = {name: [] for name in trees}
