@@ -13,7 +13,9 @@ Prints a table (median and range of ``--repeats`` runs) or, with ``--json``, one
 object. JIT compilation is timed separately, in fresh interpreters: the first calls of
 every driver used here (serial and parallel, MAP only and MAP + marginals) with an empty
 Numba cache (``compile_seconds``) and again with the cache that run filled
-(``compile_seconds_warm_cache``; parallel drivers are cached too since issue 17). If
+(``compile_seconds_warm_cache``; parallel drivers are cached too since issue 17). Every
+process here sets ``structcal._numba.PARALLEL_COMPILE_SECONDS = 0``, so that large
+batches take the parallel drivers at once (the steady state of a long-running process). If
 python-crfsuite is installed (``pip install structcal[bench]``), CRFsuite's tagger is timed
 on the same words for comparison.
 
@@ -36,6 +38,7 @@ import time
 import numba
 import numpy as np
 
+import structcal._numba
 from structcal import ChainPotentials
 from structcal.datasets import load_ocr
 from structcal.inference import infer
@@ -67,6 +70,7 @@ def per_edge_copy(p, seed=0):
 _FIRST_CALLS = """
 import time, numpy as np
 t = time.perf_counter()
+import structcal._numba; structcal._numba.PARALLEL_COMPILE_SECONDS = 0  # parallel drivers at once
 from structcal import ChainPotentials
 from structcal.inference import infer
 rng = np.random.default_rng(0)
@@ -85,6 +89,7 @@ import numpy as np
 sys.path.insert(0, {bench_dir!r})
 from bench_chain import ocr_potentials, per_edge_copy
 from structcal.inference import infer
+import structcal._numba; structcal._numba.PARALLEL_COMPILE_SECONDS = 0  # parallel drivers at once
 p = per_edge_copy(ocr_potentials({copies})[0])
 infer(p.subset(np.arange(1000)))  # compile first (the parallel driver too: >= 4096 tokens)
 def status_mib(key):
@@ -108,6 +113,7 @@ _LONG_CHAIN_MEMORY = """
 import numpy as np
 from structcal import ChainPotentials
 from structcal.inference import infer
+import structcal._numba; structcal._numba.PARALLEL_COMPILE_SECONDS = 0  # parallel drivers at once
 L, K, marginals = {length}, 26, {marginals}
 rng = np.random.default_rng(0)
 p = ChainPotentials(rng.normal(size=(L, K)), [0, L], rng.normal(size=(K, K)))
@@ -215,6 +221,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per setting (>= 5)")
     parser.add_argument("--copies", type=int, default=10, help="copies of the test words per run")
     args = parser.parse_args()
+    # a long-running process switches to the parallel drivers after PARALLEL_COMPILE_SECONDS
+    # of serial work; the timings below are of that steady state
+    structcal._numba.PARALLEL_COMPILE_SECONDS = 0
 
     with tempfile.TemporaryDirectory() as cache_dir:
         compile_seconds = first_call_seconds(cache_dir)

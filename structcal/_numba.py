@@ -5,6 +5,12 @@
     disk so a new process does not recompile them. ``error_model="numpy"`` makes division
     by zero give ``inf``/``nan`` like NumPy instead of raising. No ``fastmath``: kernels
     meet ``-inf`` (forbidden labels) and fastmath assumes finite values.
+    Called from another kernel, a kernel is compiled for the *plain* types of the
+    arguments (:class:`KernelDispatcher`): Numba would otherwise compile a separate copy
+    for every constant a caller passes (``f(x, 0)`` and ``f(x, i)`` are two
+    specialisations, ``Literal[int](0)`` and ``int64``), and each copy costs a full
+    compilation on a first run. LLVM still sees the constants once it inlines the
+    callee, so small helpers lose nothing.
 ``parallel_kernel``
     ``njit(parallel=True, cache=True, error_model="numpy")``. Drivers that ``prange``
     over independent problems, cached too. Cached parallel code used to crash when the
@@ -19,7 +25,13 @@
     calling thread). Numba's cache index is keyed by function name, source line and
     signature but not by compile flags, so the parallel copy gets its own name
     (``<name>__parallel``) and thereby its own cache files. Each copy compiles on first
-    use only: a process that only sees small batches never compiles the parallel one.
+    use only, and the parallel copy, which costs 1.5-2 times the serial one to compile
+    (the ``prange`` body is outlined and compiled again as a gufunc), only when it pays:
+    a batch large enough for it uses it if it is already compiled or in the on-disk cache;
+    otherwise the batch runs serially, and the parallel copy is compiled once this
+    process has spent :data:`PARALLEL_COMPILE_SECONDS` in serial runs of such batches
+    (the rent-or-buy rule: a first run after install never pays more than about twice
+    the compile time it avoids). With one Numba thread the serial copy always runs.
 
 Thread safety: every kernel may be called from several Python threads at once. Serial
 kernels release the GIL (``nogil``) and run concurrently. Parallel drivers run
@@ -37,10 +49,13 @@ cache invalidation does not see changes in other files.
 """
 
 import threading
+import time
 import types
 
 import numba
 from numba import njit, prange
+from numba.core import types as nbtypes
+from numba.core.registry import CPUDispatcher
 
 from ._simd import ROUND_MAGIC, fma, pow2_rounded, where_ge
 
@@ -52,6 +67,37 @@ __all__ = [
 #: Below this many units of work (e.g. tokens) a batch runs on the calling thread: waking
 #: the thread pool costs more than it saves, and on a busy machine it can cost much more.
 PARALLEL_MIN_WORK = 4096
+
+#: Seconds a process spends in the serial copy of a batch driver, on batches of at least
+#: :data:`PARALLEL_MIN_WORK`, before it compiles the parallel copy (when that copy is not
+#: in the on-disk cache already): about what compiling a parallel driver costs. 0 compiles
+#: it for the first large batch (benchmarks that time the parallel code set this).
+PARALLEL_COMPILE_SECONDS = 5.0
+
+
+class KernelDispatcher(CPUDispatcher):
+    """Numba's CPU dispatcher, but a call from another kernel compiles (or reuses) the
+    specialisation for the arguments' plain types rather than their literal types.
+
+    Numba types a constant argument as a literal (``Literal[int](0)``,
+    ``Literal[bool](True)``) and, for a call between jitted functions, compiles the
+    callee for exactly those types: every distinct constant at a call site costs a
+    separate compilation (on a first run, in a cold cache). Calls from Python are
+    unaffected (they never see literal types).
+    """
+
+    def get_call_template(self, args, kws):
+        """Resolve a call from jitted code, for the plain types of ``args`` and ``kws``."""
+        args = tuple(nbtypes.unliteral(a) for a in args)
+        kws = {k: nbtypes.unliteral(v) for k, v in kws.items()}
+        return super().get_call_template(args, kws)
+
+
+def _jit(func, options):
+    dispatcher = njit(**options)(func)
+    if type(dispatcher) is CPUDispatcher:  # not with NUMBA_DISABLE_JIT (a plain function)
+        dispatcher.__class__ = KernelDispatcher
+    return dispatcher
 
 
 def kernel(func=None, **overrides):
@@ -67,8 +113,8 @@ def kernel(func=None, **overrides):
     options = {"cache": True, "error_model": "numpy", "nogil": True}
     options.update(overrides)
     if func is None:
-        return njit(**options)
-    return njit(**options)(func)
+        return lambda f: _jit(f, options)
+    return _jit(func, options)
 
 
 def parallel_kernel(func=None, **overrides):
@@ -90,8 +136,8 @@ def parallel_kernel(func=None, **overrides):
     options = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True}
     options.update(overrides)
     if func is None:
-        return lambda f: ThreadSafeDispatcher(njit(**options)(f))
-    return ThreadSafeDispatcher(njit(**options)(func))
+        return lambda f: ThreadSafeDispatcher(_jit(f, options))
+    return ThreadSafeDispatcher(_jit(func, options))
 
 
 _PARALLEL_LOCK = threading.Lock()
@@ -146,7 +192,8 @@ class BatchKernel:
     and as a plain serial loop, both cached (see the module notes).
 
     Call it with the kernel's arguments plus ``work=`` (a size such as the number of
-    tokens): batches smaller than :data:`PARALLEL_MIN_WORK` run serially.
+    tokens): batches smaller than :data:`PARALLEL_MIN_WORK` run serially, larger ones in
+    parallel once the parallel copy is compiled or cached (see the module notes).
     """
 
     def __init__(self, func):
@@ -155,11 +202,54 @@ class BatchKernel:
         self.serial = kernel(func)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
+        #: seconds spent in serial runs of batches large enough for the parallel copy
+        self.serial_seconds = 0.0
+        self._not_cached = set()  # signatures whose parallel copy the disk cache lacks
 
     def __call__(self, *args, work):
-        if work >= PARALLEL_MIN_WORK:
+        if work < PARALLEL_MIN_WORK or numba.get_num_threads() == 1:
+            return self.serial(*args)
+        if self._use_parallel(args):
             return self.parallel(*args)
-        return self.serial(*args)
+        n_overloads = len(self.serial.overloads)
+        t0 = time.perf_counter()
+        out = self.serial(*args)
+        if len(self.serial.overloads) == n_overloads:  # a run, not a compilation
+            self.serial_seconds += time.perf_counter() - t0
+        return out
+
+    def _use_parallel(self, args):
+        """Whether this call should run (and if need be compile) the parallel copy."""
+        if self.serial_seconds >= PARALLEL_COMPILE_SECONDS:
+            return True
+        dispatcher = self.parallel.dispatcher
+        if not hasattr(dispatcher, "typeof_pyval"):  # NUMBA_DISABLE_JIT: plain functions
+            return True
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        if sig in dispatcher.overloads:
+            return True
+        if sig in self._not_cached:
+            return False
+        if _in_disk_cache(dispatcher, sig):
+            return True
+        self._not_cached.add(sig)
+        return False
+
+
+def _in_disk_cache(dispatcher, sig):
+    """Whether Numba's on-disk cache holds ``dispatcher`` compiled for the argument types
+    ``sig`` (read from the cache index; nothing is loaded or compiled).
+
+    This reads two private attributes of Numba's cache (stable since Numba 0.49); if they
+    change, the answer is False, which only means the parallel copy waits for the
+    rent-or-buy rule (module notes) rather than being used at once.
+    """
+    try:
+        cache = dispatcher._cache
+        key = cache._index_key(sig, dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # NullCache (caching unavailable), or Numba internals changed
+        return False
 
 
 def batch_kernel(func):

@@ -23,8 +23,11 @@ _SCRIPT = textwrap.dedent(
     import threading
     import numba
     import numpy as np
+    import structcal._numba
     from structcal import ChainPotentials
     from structcal.inference import pseudo_marginals
+
+    structcal._numba.PARALLEL_COMPILE_SECONDS = 0  # large batches: the parallel copy at once
 
     # pseudo-marginals: a parallel driver that compiles quickly (the guard is the same for
     # every driver, see test_every_parallel_driver_is_guarded)
