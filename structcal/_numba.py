@@ -5,12 +5,14 @@
     disk so a new process does not recompile them. ``error_model="numpy"`` makes division
     by zero give ``inf``/``nan`` like NumPy instead of raising. No ``fastmath``: kernels
     meet ``-inf`` (forbidden labels) and fastmath assumes finite values.
-    Called from another kernel, a kernel is compiled for the *plain* types of the
-    arguments (:class:`KernelDispatcher`): Numba would otherwise compile a separate copy
-    for every constant a caller passes (``f(x, 0)`` and ``f(x, i)`` are two
-    specialisations, ``Literal[int](0)`` and ``int64``), and each copy costs a full
-    compilation on a first run. LLVM still sees the constants once it inlines the
-    callee, so small helpers lose nothing.
+    Called from another kernel with a constant argument, a kernel is compiled for the
+    constant's plain type (:class:`KernelDispatcher`): Numba would otherwise compile a
+    separate copy for every constant a caller passes (``f(x, 0)`` and ``f(x, i)`` are two
+    specialisations, ``Literal[int](0)`` and ``int64``; so are ``g(True)`` and
+    ``g(False)``), each a full compilation on a first run. Parameters named in
+    ``switches=`` keep Numba's behaviour: they are compile-time switches (the semiring
+    and scaling flags of the chain kernels' inner loops), where a branch left to run time
+    costs 15-25% of the speed when LLVM does not inline the callee.
 ``parallel_kernel``
     ``njit(parallel=True, cache=True, error_model="numpy")``. Drivers that ``prange``
     over independent problems, cached too. Cached parallel code used to crash when the
@@ -76,27 +78,42 @@ PARALLEL_COMPILE_SECONDS = 5.0
 
 
 class KernelDispatcher(CPUDispatcher):
-    """Numba's CPU dispatcher, but a call from another kernel compiles (or reuses) the
-    specialisation for the arguments' plain types rather than their literal types.
+    """Numba's CPU dispatcher, except that a call from another kernel compiles (or
+    reuses) the specialisation for the plain types of constant arguments, but for the
+    parameters listed in :attr:`switches`.
 
     Numba types a constant argument as a literal (``Literal[int](0)``,
     ``Literal[bool](True)``) and, for a call between jitted functions, compiles the
     callee for exactly those types: every distinct constant at a call site costs a
-    separate compilation (on a first run, in a cold cache). Calls from Python are
-    unaffected (they never see literal types).
+    separate compilation. Calls from Python are unaffected (they never see literal types).
     """
 
+    #: Names of the parameters that keep their literal types (compile-time switches).
+    switches = frozenset()
+    #: Positions of those parameters.
+    switch_positions = frozenset()
+
     def get_call_template(self, args, kws):
-        """Resolve a call from jitted code, for the plain types of ``args`` and ``kws``."""
-        args = tuple(nbtypes.unliteral(a) for a in args)
-        kws = {k: nbtypes.unliteral(v) for k, v in kws.items()}
+        """Resolve a call from jitted code, constants typed by their plain types except
+        for :attr:`switches`."""
+        args = tuple(a if i in self.switch_positions else nbtypes.unliteral(a)
+                     for i, a in enumerate(args))
+        kws = {k: v if k in self.switches else nbtypes.unliteral(v) for k, v in kws.items()}
         return super().get_call_template(args, kws)
 
 
 def _jit(func, options):
+    options = dict(options)
+    switches = frozenset(options.pop("switches", ()))
+    params = func.__code__.co_varnames[: func.__code__.co_argcount]
+    unknown = switches - set(params)
+    if unknown:
+        raise TypeError(f"switches {sorted(unknown)} are not parameters of {func.__name__}")
     dispatcher = njit(**options)(func)
     if type(dispatcher) is CPUDispatcher:  # not with NUMBA_DISABLE_JIT (a plain function)
         dispatcher.__class__ = KernelDispatcher
+        dispatcher.switches = switches
+        dispatcher.switch_positions = frozenset(i for i, n in enumerate(params) if n in switches)
     return dispatcher
 
 
@@ -108,7 +125,10 @@ def kernel(func=None, **overrides):
     func : callable, optional
         The Python function to compile. When omitted, returns a decorator.
     **overrides
-        Options passed to :func:`numba.njit` in place of the defaults.
+        Options passed to :func:`numba.njit` in place of the defaults, and
+        ``switches``: names of parameters that are compile-time switches (a constant
+        passed there by another kernel compiles its own specialisation; see the module
+        notes).
     """
     options = {"cache": True, "error_model": "numpy", "nogil": True}
     options.update(overrides)

@@ -135,23 +135,41 @@ def test_in_disk_cache_is_false_without_a_cache():
 
 
 def test_kernel_called_with_constants_compiles_one_specialisation():
-    # Numba would compile ``pick`` for Literal[int](0), Literal[int](1) and int64, and
-    # ``flag`` for Literal[bool](True) and (False): the policy compiles plain types only
+    # Numba would compile ``pick`` for Literal[int](0), Literal[int](1) and int64 and for
+    # Literal[bool](True) and (False); the policy compiles (int64, bool) only, but keeps
+    # the switch ``negate`` of ``pick_switched`` literal (one copy per value)
     import numpy as np
 
     from structcal._numba import kernel
 
     @kernel(cache=False)
-    def pick(x, i, flag):
-        return x[i] if flag else -x[i]
+    def pick(x, i, negate):
+        return -x[i] if negate else x[i]
+
+    @kernel(cache=False, switches=("negate",))
+    def pick_switched(x, i, negate):
+        return -x[i] if negate else x[i]
 
     @kernel(cache=False)
     def caller(x, j):
-        return pick(x, 0, True) + pick(x, 1, False) + pick(x, j, True)
+        total = pick(x, 0, False) + pick(x, 1, False) + pick(x, j, False) + pick(x, j, True)
+        return total + pick_switched(x, 0, False) + pick_switched(x, j, True)
 
-    assert caller(np.array([1.0, 2.0, 4.0]), 2) == 1.0 - 2.0 + 4.0
-    assert [str(t) for t in pick.signatures[0]] == ["array(float64, 1d, C)", "int64", "bool"]
-    assert len(pick.signatures) == 1
+    assert caller(np.array([1.0, 2.0, 4.0]), 2) == 1.0 + 2.0 + 4.0 - 4.0 + 1.0 - 4.0
+    assert [" ".join(str(t) for t in sig) for sig in pick.signatures] == [
+        "array(float64, 1d, C) int64 bool"
+    ]
+    assert sorted(" ".join(str(t) for t in sig) for sig in pick_switched.signatures) == [
+        "array(float64, 1d, C) int64 Literal[bool](False)",
+        "array(float64, 1d, C) int64 Literal[bool](True)",
+    ]
+
+
+def test_switches_must_name_parameters():
+    from structcal._numba import kernel
+
+    with pytest.raises(TypeError, match="not parameters"):
+        kernel(lambda x: x, switches=("y",))
 
 
 def test_import_compiles_nothing():

@@ -157,7 +157,7 @@ def test_fill_scaled_exponentials_from_an_offset(K):
     assert E.shape == (3, K, Kp) and E.ctypes.data % 64 == 0 and ET.ctypes.data % 64 == 0
     colmax = np.full((3, K), np.nan)
     spread = np.full(3, np.nan)
-    _fill_scaled_exponentials(pw, 2, 2, E, ET, colmax, spread)
+    _fill_scaled_exponentials(pw, 2, 2, E, ET, colmax, spread, 0)
     want = pw[2:4].max(axis=1)
     want[want == -np.inf] = 0.0
     np.testing.assert_array_equal(colmax[:2], want)

@@ -153,7 +153,7 @@ def scaled_exponentials(pw, width=None):
     ET = zeros_matrices(n, K, width)
     colmax = np.empty((n, K))
     spread = np.empty(n)
-    _fill_scaled_exponentials(pw, 0, n, E, ET, colmax, spread)
+    _fill_scaled_exponentials(pw, 0, n, E, ET, colmax, spread, 0)
     return E, ET, colmax, spread
 
 
@@ -189,7 +189,7 @@ def _exponentials_or_scratch(local, n, E, ET, colmax, spread):
 
 
 @kernel
-def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax, spread, q0=0):
+def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax, spread, q0):
     """Write ``E[q0 + q]``, ``ET[q0 + q]``, ``colmax[q0 + q]`` and ``spread[q0 + q]`` from
     ``pw[m0 + q]`` for ``q < n``.
 
@@ -364,7 +364,7 @@ def _exp_shifted_row(A, a0, B, b0, use_b, U, u0, K):
     return shift, vhmin(lacc) - shift
 
 
-@kernel
+@kernel(switches=("maxplus",))
 def _semiring_step(acc, x, m, maxplus):
     """One term of a semiring product: ``max(acc, x + m)`` or ``acc + x * m``."""
     if maxplus:
@@ -372,7 +372,7 @@ def _semiring_step(acc, x, m, maxplus):
     return fma(x, m, acc)
 
 
-@kernel
+@kernel(switches=("maxplus",))
 def _semiring_merge(a, b, maxplus):
     """Semiring sum ``max(a, b)`` or ``a + b``."""
     if maxplus:
@@ -380,7 +380,7 @@ def _semiring_merge(a, b, maxplus):
     return a + b
 
 
-@kernel
+@kernel(switches=("maxplus",))
 def _semiring_times(a, b, maxplus):
     """Semiring product ``a + b`` or ``a * b``."""
     if maxplus:
@@ -388,7 +388,7 @@ def _semiring_times(a, b, maxplus):
     return a * b
 
 
-@kernel
+@kernel(switches=("maxplus", "scale"))
 def _store_scaled(acc, S, s0, O, o0, c, maxplus, scale):
     """``O[o0+c : o0+c+4] = acc (.) S[s0+c : s0+c+4]`` (``acc`` alone unless ``scale``)."""
     if scale:
@@ -396,7 +396,7 @@ def _store_scaled(acc, S, s0, O, o0, c, maxplus, scale):
     vstore(O, o0 + c, acc)
 
 
-@kernel
+@kernel(switches=("maxplus", "scale"))
 def _vecmat_block(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
     """Columns ``jb .. jb + 31`` of :func:`_vecmat`, each vector start clamped to ``K - 4``:
     eight vector accumulators, one pass over the rows of ``M``. Eight independent chains
@@ -432,7 +432,7 @@ def _vecmat_block(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
     _store_scaled(a7, S, s0, O, o0, c7, maxplus, scale)
 
 
-@kernel
+@kernel(switches=("maxplus", "scale"))
 def _vecmat(X, x0, M, m0, S, s0, O, o0, K, maxplus, scale):
     """One step of a chain recursion in the max-plus (``maxplus``) or sum-product semiring:
     ``o = (x (x) M) (.) s`` for the K-vectors ``x = X[x0:x0+K]``, ``s = S[s0:s0+K]``,
@@ -460,7 +460,7 @@ def _vecmat(X, x0, M, m0, S, s0, O, o0, K, maxplus, scale):
         _vecmat_block(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale)
 
 
-@kernel
+@kernel(switches=("maxplus", "scale"))
 def _vecmat_small(X, x0, M, m0, Kp, S, s0, O, o0, K, maxplus, scale):
     """:func:`_vecmat` by plain loops (K < 4); the rows of ``M`` are ``Kp`` apart."""
     for j in range(K):
@@ -470,7 +470,7 @@ def _vecmat_small(X, x0, M, m0, Kp, S, s0, O, o0, K, maxplus, scale):
         O[o0 + j] = _semiring_times(acc, S[s0 + j], maxplus) if scale else acc
 
 
-@kernel
+@kernel(switches=("maxplus", "scale"))
 def _vecmat_padded_block(X, x0, M, m0, S, s0, O, o0, K, Kp, jb, maxplus, scale):
     """Columns ``jb .. jb + 31`` of :func:`_vecmat_padded`: as :func:`_vecmat_block`, but
     every vector is at a fixed offset from the start of its row, so the loads address
@@ -500,7 +500,7 @@ def _vecmat_padded_block(X, x0, M, m0, S, s0, O, o0, K, Kp, jb, maxplus, scale):
     _store_scaled(a7, S, s, O, o, 7 * LANES, maxplus, scale)
 
 
-@kernel
+@kernel(switches=("maxplus", "scale"))
 def _vecmat_padded(X, x0, M, m0, S, s0, O, o0, K, Kp, maxplus, scale):
     """:func:`_vecmat` on padded rows: the K rows of the matrix at ``M[m0:]`` are ``Kp``
     apart, ``Kp = padded_width(K)``, and its columns ``K:Kp`` hold the semiring zero
@@ -667,7 +667,7 @@ def _kbest_chain(unary, s, L, pw, mat0, pw_stride, k, S, BI, BR, labels_out, sco
 _BLOCK = 128
 
 
-@kernel
+@kernel(switches=("masked",))
 def _unary_row(up, s, t, K, masked, first, nxt, callowed, tmp):
     """Pointer and flat offset of the unary row of position ``t`` of the chain at ``s``.
 
@@ -689,7 +689,7 @@ def _unary_row(up, s, t, K, masked, first, nxt, callowed, tmp):
     return up, (s + t) * K
 
 
-@kernel
+@kernel(switches=("masked",))
 def _fill_block(
     unary, s, b0, b1, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
     masked, first, nxt, callowed, tmp, u, thr, certify,
@@ -727,7 +727,7 @@ def _fill_block(
     return shifts
 
 
-@kernel
+@kernel(switches=("masked",))
 def _forward_scaled(
     unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
     masked, first, nxt, callowed, tmp, u, thr, o, A, a0, store, z,
@@ -842,7 +842,7 @@ def _backward_scaled(
     return abs(total - 1.0) < 1e-6
 
 
-@kernel
+@kernel(switches=("masked",))
 def _forward_backward_log(
     unary, s, L, pw, mat0, pw_stride, masked, first, nxt, callowed, tmp, A, a0, store, lb,
     edge, e0, do_edge,
