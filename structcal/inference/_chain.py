@@ -898,56 +898,6 @@ def _forward_backward_log(
     return logz
 
 
-@kernel
-def _infer_chain(
-    unary, s, L, pw, mat0, pw_stride, e0, do_map, do_marg, do_edge,
-    E, ET, colmax, spread, refill, tmp, u, thr, o, z, beta, w, v, ckpt, lb,
-    labels, marg, edge,
-):
-    """MAP and/or marginals of one chain. Returns ``(map_score, log_partition, status)``.
-
-    The chain's edge ``t`` uses ``pw[(mat0 + t) * pw_stride]``; ``E ... refill`` as in
-    :func:`_fill_block`. With marginals, Viterbi runs in the chain's rows of ``marg``
-    and the forward pass stores its rows there too; otherwise Viterbi uses ``v`` and
-    ``ckpt`` (see :func:`_viterbi_chain`).
-    """
-    score = 0.0
-    logz = 0.0
-    status = STATUS_OK
-    if L == 0:
-        return score, logz, status
-    if do_map:
-        if do_marg:
-            score = _viterbi_chain(unary, s, L, pw, mat0, pw_stride, marg, s, ckpt[:0], labels)
-        else:
-            score = _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, 0, ckpt, labels)
-        if score == _NEG_INF:
-            return score, _NEG_INF, STATUS_INFEASIBLE
-    if do_marg:
-        no_mask = np.empty(0, dtype=np.int64)
-        no_allowed = np.empty((0, unary.shape[1]), dtype=np.bool_)
-        logz, ok = _forward_scaled(
-            unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
-            False, no_mask, no_mask, no_allowed, tmp, u, thr, o, marg, s, True, z,
-        )
-        if ok and logz == _NEG_INF:
-            return _NEG_INF, _NEG_INF, STATUS_INFEASIBLE
-        if ok:
-            ok = _backward_scaled(
-                unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill, tmp, u, z,
-                beta, w, marg, edge, e0, do_edge,
-            )
-        if not ok:
-            logz = _forward_backward_log(
-                unary, s, L, pw, mat0, pw_stride, False, no_mask, no_mask, no_allowed, tmp,
-                marg, s, True, lb, edge, e0, do_edge,
-            )
-            if logz == _NEG_INF:
-                return _NEG_INF, _NEG_INF, STATUS_INFEASIBLE
-            status = STATUS_FALLBACK
-    return score, logz, status
-
-
 @batch_kernel
 def infer_batch(
     unary, offsets, edge_offsets, pw, pw_stride, E, ET, colmax, spread,
@@ -955,6 +905,14 @@ def infer_batch(
     labels, scores, logz, marg, edge, status,
 ):
     """Viterbi and/or forward-backward over every chain, ``prange`` over chunks of chains.
+
+    Writes each chain's MAP score, log-partition and status (see the module notes); the
+    chain's edge ``t`` uses ``pw[(edge_offsets[c] + t) * pw_stride]``. With marginals,
+    Viterbi runs in the chain's rows of ``marg`` and the forward pass stores its rows
+    there too; otherwise Viterbi uses a ring of rows with checkpoints (see
+    :func:`_viterbi_chain`). The per-chain steps are written out here rather than in a
+    helper: each level of kernel calls has its callees' code optimised and compiled
+    again, so one level less saves seconds of compilation on a first run.
 
     Scratch is allocated once per chunk of ``chunk`` chains, sized for its longest chain
     (blocks of at most ``_BLOCK`` positions, see Memory in the module docstring). With a
@@ -987,14 +945,49 @@ def infer_batch(
         ckpt = np.empty(((Lmax + nb - 1) // nb if viterbi_only else 0, K))
         lb = np.empty((2, K))
         tmp = np.empty(K)
+        no_mask = np.empty(0, dtype=np.int64)
+        no_allowed = np.empty((0, K), dtype=np.bool_)
         for c in range(c0, c1):
+            # one chain: Viterbi in ``marg``'s rows when marginals follow (the forward pass
+            # then overwrites them), else in ``v`` with checkpoints; then the certified
+            # scaled forward-backward, or the log-space pass when it is not certified
             s = offsets[c]
             L = offsets[c + 1] - s
-            sc, lz, st = _infer_chain(
-                unary, s, L, pw, edge_offsets[c], pw_stride, edge_offsets[c],
-                do_map, do_marg, do_edge, Ec, ETc, colc, spc, local, tmp, u, thr, o, z,
-                beta, w, v, ckpt, lb, labels, marg, edge,
-            )
+            e0 = edge_offsets[c]
+            sc = 0.0
+            lz = 0.0
+            st = STATUS_OK
+            if L > 0 and do_map:
+                if do_marg:
+                    sc = _viterbi_chain(unary, s, L, pw, e0, pw_stride, marg, s, ckpt[:0], labels)
+                else:
+                    sc = _viterbi_chain(unary, s, L, pw, e0, pw_stride, v, 0, ckpt, labels)
+                if sc == _NEG_INF:
+                    lz = _NEG_INF
+                    st = STATUS_INFEASIBLE
+            if L > 0 and do_marg and st == STATUS_OK:
+                lz, ok = _forward_scaled(
+                    unary, s, L, pw, e0, pw_stride, Ec, ETc, colc, spc, local,
+                    False, no_mask, no_mask, no_allowed, tmp, u, thr, o, marg, s, True, z,
+                )
+                if ok and lz == _NEG_INF:
+                    sc = _NEG_INF
+                    st = STATUS_INFEASIBLE
+                else:
+                    if ok:
+                        ok = _backward_scaled(
+                            unary, s, L, pw, e0, pw_stride, Ec, ETc, colc, spc, local, tmp,
+                            u, z, beta, w, marg, edge, e0, do_edge,
+                        )
+                    if not ok:
+                        lz = _forward_backward_log(
+                            unary, s, L, pw, e0, pw_stride, False, no_mask, no_mask,
+                            no_allowed, tmp, marg, s, True, lb, edge, e0, do_edge,
+                        )
+                        st = STATUS_FALLBACK
+                        if lz == _NEG_INF:
+                            sc = _NEG_INF
+                            st = STATUS_INFEASIBLE
             scores[c] = sc
             logz[c] = lz
             status[c] = st
