@@ -107,6 +107,7 @@ def build_kdtree(X, leaf_size):
     vals = np.empty((d, n))  # the node's values, dimension by dimension
     sample = np.empty(_SAMPLE)
     spreads = np.empty(d)
+    order = np.empty(d, dtype=np.int64)
     end[0] = n
     n_nodes = 1
     node = 0
@@ -134,9 +135,17 @@ def build_kdtree(X, leaf_size):
             best_t = 0.0
             best_tied = 0
             best_median = False
+            # dimensions widest first (ties in index order), so that the loop can stop
+            # at the first one too narrow to win: an insertion sort of d values (d is
+            # small; np.argsort would compile Numba's merge sort, seconds on a first run)
             for f in range(d):
                 spreads[f] = upper[node, f] - lower[node, f]
-            order = np.argsort(-spreads, kind="mergesort")  # widest first: skip the rest
+                order[f] = f
+                j = f
+                while j > 0 and spreads[order[j - 1]] < spreads[f]:
+                    order[j] = order[j - 1]
+                    j -= 1
+                order[j] = f
             for f in order:
                 lo = lower[node, f]
                 hi = upper[node, f]

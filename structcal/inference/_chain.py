@@ -80,7 +80,12 @@ data pointers and flat offsets, so calling them costs no reference counting.
 sum-product on one core of the development machine).
 
 Status codes written by the drivers: 0 = ok, 1 = infeasible (every labeling is ``-inf``),
-2 = ok after the log-space fallback.
+2 = ok after the log-space fallback, 3 = the scaled pass was not certified and the chain
+awaits the log-space pass. The sum-product drivers leave such chains (queries) pending
+rather than running the log-space pass themselves; the caller runs
+:func:`log_space_batch` (:func:`constrained_log_space_batch`) on just those. The
+fallback is rare (magnitudes of hundreds of nats), so a process that never meets it never
+compiles it: a few seconds less on a first run.
 """
 
 import math
@@ -107,6 +112,7 @@ _AMIN_SURE = math.exp(_LOG_FLOOR - _LO_SURE)
 STATUS_OK = 0
 STATUS_INFEASIBLE = 1
 STATUS_FALLBACK = 2
+STATUS_PENDING = 3
 
 
 # --------------------------------------------------------------------------- helpers
@@ -906,7 +912,8 @@ def infer_batch(
 ):
     """Viterbi and/or forward-backward over every chain, ``prange`` over chunks of chains.
 
-    Writes each chain's MAP score, log-partition and status (see the module notes); the
+    Writes each chain's MAP score, log-partition and status (see the module notes; a
+    pending chain's marginals and log-partition are left to :func:`log_space_batch`); the
     chain's edge ``t`` uses ``pw[(edge_offsets[c] + t) * pw_stride]``. With marginals,
     Viterbi runs in the chain's rows of ``marg`` and the forward pass stores its rows
     there too; otherwise Viterbi uses a ring of rows with checkpoints (see
@@ -943,14 +950,13 @@ def infer_batch(
         viterbi_only = do_map and not do_marg
         v = np.empty((nb if viterbi_only else 0, K))
         ckpt = np.empty(((Lmax + nb - 1) // nb if viterbi_only else 0, K))
-        lb = np.empty((2, K))
         tmp = np.empty(K)
         no_mask = np.empty(0, dtype=np.int64)
         no_allowed = np.empty((0, K), dtype=np.bool_)
         for c in range(c0, c1):
             # one chain: Viterbi in ``marg``'s rows when marginals follow (the forward pass
             # then overwrites them), else in ``v`` with checkpoints; then the certified
-            # scaled forward-backward, or the log-space pass when it is not certified
+            # scaled forward-backward, or status pending when it is not certified
             s = offsets[c]
             L = offsets[c + 1] - s
             e0 = edge_offsets[c]
@@ -980,17 +986,38 @@ def infer_batch(
                             u, z, beta, w, marg, edge, e0, do_edge,
                         )
                     if not ok:
-                        lz = _forward_backward_log(
-                            unary, s, L, pw, e0, pw_stride, False, no_mask, no_mask,
-                            no_allowed, tmp, marg, s, True, lb, edge, e0, do_edge,
-                        )
-                        st = STATUS_FALLBACK
-                        if lz == _NEG_INF:
-                            sc = _NEG_INF
-                            st = STATUS_INFEASIBLE
+                        st = STATUS_PENDING  # for log_space_batch
             scores[c] = sc
             logz[c] = lz
             status[c] = st
+
+
+@batch_kernel
+def log_space_batch(
+    unary, offsets, edge_offsets, pw, pw_stride, chains, do_edge, scores, logz, marg, edge,
+    status,
+):
+    """Marginals (and edge marginals when ``do_edge``) and log-partition of ``chains`` by
+    the exact log-space pass (:func:`_forward_backward_log`): the chains
+    :func:`infer_batch` left pending. Overwrites their rows of ``marg`` and ``edge`` and
+    their ``logz``; status becomes 2 (fallback), or 1 (infeasible, MAP score ``-inf``).
+    """
+    K = unary.shape[1]
+    for i in prange(chains.shape[0]):
+        c = chains[i]
+        s = offsets[c]
+        e0 = edge_offsets[c]
+        no_mask = np.empty(0, dtype=np.int64)
+        lz = _forward_backward_log(
+            unary, s, offsets[c + 1] - s, pw, e0, pw_stride, False, no_mask, no_mask,
+            np.empty((0, K), dtype=np.bool_), np.empty(K), marg, s, True, np.empty((2, K)),
+            edge, e0, do_edge,
+        )
+        logz[c] = lz
+        status[c] = STATUS_FALLBACK
+        if lz == _NEG_INF:
+            scores[c] = _NEG_INF
+            status[c] = STATUS_INFEASIBLE
 
 
 @batch_kernel
@@ -1076,7 +1103,7 @@ def pseudo_marginals_batch(unary, offsets, edge_offsets, pw, pw_stride, labels, 
 @batch_kernel
 def constrained_log_partition_batch(
     unary, offsets, edge_offsets, pw, pw_stride, E, colmax, spread,
-    q_chain, q_offsets, cpos, callowed, chunk, out,
+    q_chain, q_offsets, cpos, callowed, chunk, out, pending,
 ):
     """Constrained log-partition of each query (``prange`` over chunks of queries).
 
@@ -1085,7 +1112,9 @@ def constrained_log_partition_batch(
     applies them as it reads each unary row (:func:`_unary_row`), through a per-thread
     list of constraints by position. ``E``, ``colmax`` and ``spread`` are as in
     :func:`infer_batch`: with per-edge matrices a chain's scaled exponentials are built
-    in the chunk's scratch, once for consecutive queries on a chain of one block.
+    in the chunk's scratch, once for consecutive queries on a chain of one block. A query
+    whose scaled pass is not certified gets ``pending[q] = True`` (its ``out[q]`` is then
+    meaningless) and is left to :func:`constrained_log_space_batch`.
     """
     n_q = q_chain.shape[0]
     K = unary.shape[1]
@@ -1106,10 +1135,8 @@ def constrained_log_partition_batch(
         thr = np.empty(nb)
         o = zeros_rows(1, Kp)
         A = np.empty((2, K))
-        lb = np.empty((2, K))
         tmp = np.empty(K)
         z = np.empty(0)
-        edge_dummy = np.empty((0, K, K))
         first = np.full(Lmax, -1, dtype=np.int64)
         filled = -1
         for q in range(q0, q1):
@@ -1120,20 +1147,52 @@ def constrained_log_partition_batch(
                 out[q] = 0.0
                 continue
             k0, k1 = q_offsets[q], q_offsets[q + 1]
-            for k in range(k1 - 1, k0 - 1, -1):
-                nxt[k] = first[cpos[k]]
-                first[cpos[k]] = k
+            _link_constraints(first, nxt, cpos, k0, k1)
             refill = local and not (c == filled and L <= nb)
             logz, ok = _forward_scaled(
                 unary, s, L, pw, edge_offsets[c], pw_stride, Ec, ETc, colc, spc, refill,
                 True, first, nxt, callowed, tmp, u, thr, o, A, 0, False, z,
             )
             filled = c
-            if not ok:
-                logz = _forward_backward_log(
-                    unary, s, L, pw, edge_offsets[c], pw_stride, True, first, nxt, callowed,
-                    tmp, A, 0, False, lb, edge_dummy, 0, False,
-                )
             out[q] = logz
-            for k in range(k0, k1):
-                first[cpos[k]] = -1
+            pending[q] = not ok  # for constrained_log_space_batch
+            _unlink_constraints(first, cpos, k0, k1)
+
+
+@kernel
+def _link_constraints(first, nxt, cpos, k0, k1):
+    """List constraints ``k0:k1`` by position for :func:`_unary_row`: ``first[t]`` is the
+    first constraint at position ``t`` (-1: none) and ``nxt[k]`` the one after ``k``."""
+    for k in range(k1 - 1, k0 - 1, -1):
+        nxt[k] = first[cpos[k]]
+        first[cpos[k]] = k
+
+
+@kernel
+def _unlink_constraints(first, cpos, k0, k1):
+    """Undo :func:`_link_constraints` (``first`` back to all -1)."""
+    for k in range(k0, k1):
+        first[cpos[k]] = -1
+
+
+@batch_kernel
+def constrained_log_space_batch(
+    unary, offsets, edge_offsets, pw, pw_stride, q_chain, q_offsets, cpos, callowed,
+    queries, out,
+):
+    """Constrained log-partition of ``queries`` by the exact log-space pass: those that
+    :func:`constrained_log_partition_batch` left pending (same arguments)."""
+    K = unary.shape[1]
+    nxt = np.empty(cpos.shape[0], dtype=np.int64)
+    for i in prange(queries.shape[0]):
+        q = queries[i]
+        c = q_chain[q]
+        s = offsets[c]
+        L = offsets[c + 1] - s
+        first = np.full(L, -1, dtype=np.int64)
+        _link_constraints(first, nxt, cpos, q_offsets[q], q_offsets[q + 1])
+        out[q] = _forward_backward_log(
+            unary, s, L, pw, edge_offsets[c], pw_stride, True, first, nxt, callowed,
+            np.empty(K), np.empty((2, K)), 0, False, np.empty((2, K)),
+            np.empty((0, K, K)), 0, False,
+        )

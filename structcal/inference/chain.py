@@ -237,6 +237,12 @@ def infer(
         bool(map), marginals, bool(edge_marginals), _chunk(p.n_chains),
         labels, scores, logz, marg, edge, status, work=p.n_tokens,
     )
+    pending = np.flatnonzero(status == _chain.STATUS_PENDING)
+    if pending.size:  # not certified by the scaled pass: the exact log-space pass
+        _chain.log_space_batch(
+            p.unary, p.offsets, p.edge_offsets, pw, stride, pending, bool(edge_marginals),
+            scores, logz, marg, edge, status, work=8 * int(p.lengths[pending].sum()),
+        )
     _raise_infeasible(status)
     return ChainInference(
         map_labels=labels if map else None,
@@ -503,11 +509,18 @@ def constrained_log_partition(
     pw, stride = p._pairwise3()
     E, _, colmax, spread = _scaled_exponentials(pw, stride, True)
     out = np.empty(n_q)
+    pending = np.zeros(n_q, dtype=bool)
     _chain.constrained_log_partition_batch(
         p.unary, p.offsets, p.edge_offsets, pw, stride, E, colmax, spread,
-        chains, q_offsets, positions, allowed, _chunk(n_q), out,
+        chains, q_offsets, positions, allowed, _chunk(n_q), out, pending,
         work=int(p.lengths[chains].sum()) * 4,
     )
+    pending = np.flatnonzero(pending)
+    if pending.size:  # not certified by the scaled pass: the exact log-space pass
+        _chain.constrained_log_space_batch(
+            p.unary, p.offsets, p.edge_offsets, pw, stride, chains, q_offsets, positions,
+            allowed, pending, out, work=32 * int(p.lengths[chains[pending]].sum()),
+        )
     return out
 
 
