@@ -78,9 +78,10 @@ PARALLEL_COMPILE_SECONDS = 5.0
 
 
 class KernelDispatcher(CPUDispatcher):
-    """Numba's CPU dispatcher, except that a call from another kernel compiles (or
-    reuses) the specialisation for the plain types of constant arguments, but for the
-    parameters listed in :attr:`switches`.
+    """Numba's CPU dispatcher, with fewer specialisations for calls between kernels.
+
+    A call from another kernel compiles (or reuses) the specialisation for the plain
+    types of constant arguments, but for the parameters listed in :attr:`switches`.
 
     Numba types a constant argument as a literal (``Literal[int](0)``,
     ``Literal[bool](True)``) and, for a call between jitted functions, compiles the
@@ -93,13 +94,52 @@ class KernelDispatcher(CPUDispatcher):
     #: Positions of those parameters.
     switch_positions = frozenset()
 
+    def compile(self, sig):
+        """Compile (or load from the cache) ``sig``.
+
+        First, while a warm-up process runs (:mod:`structcal._warmup`), wait for it if it
+        is compiling this kernel.
+        """
+        hook = _before_compile
+        if hook is not None:
+            hook(self)
+        return super().compile(sig)
+
     def get_call_template(self, args, kws):
-        """Resolve a call from jitted code, constants typed by their plain types except
-        for :attr:`switches`."""
+        """Resolve a call from jitted code (constants plain but for :attr:`switches`)."""
         args = tuple(a if i in self.switch_positions else nbtypes.unliteral(a)
                      for i, a in enumerate(args))
         kws = {k: v if k in self.switches else nbtypes.unliteral(v) for k, v in kws.items()}
         return super().get_call_template(args, kws)
+
+
+_before_compile = None  # see set_before_compile
+
+
+def set_before_compile(hook):
+    """Have every kernel call ``hook(dispatcher)`` before it compiles or loads.
+
+    None removes the hook. :mod:`structcal._warmup` uses it to wait for a second process
+    compiling that kernel.
+    """
+    global _before_compile
+    _before_compile = hook
+
+
+def jit_disabled():
+    """Whether Numba compiles nothing (``NUMBA_DISABLE_JIT=1``: kernels run as Python)."""
+    return bool(numba.config.DISABLE_JIT)
+
+
+def has_cache_entries(dispatcher):
+    """Whether Numba's on-disk cache holds any specialisation of ``dispatcher``.
+
+    Read from the cache index, as :func:`_in_disk_cache`; False if that cannot be told.
+    """
+    try:
+        return bool(dispatcher._cache._cache_file._load_index())
+    except Exception:  # NullCache (caching unavailable), or Numba internals changed
+        return False
 
 
 def _jit(func, options):
@@ -208,8 +248,10 @@ def _renamed(func, suffix):
 
 
 class BatchKernel:
-    """A batch driver compiled twice from one Python function: ``prange`` in parallel
-    and as a plain serial loop, both cached (see the module notes).
+    """A batch driver compiled twice from one Python function, parallel and serial.
+
+    The ``prange`` loop runs in parallel in one copy, as a plain serial loop in the
+    other; both are cached (see the module notes).
 
     Call it with the kernel's arguments plus ``work=`` (a size such as the number of
     tokens): batches smaller than :data:`PARALLEL_MIN_WORK` run serially, larger ones in
@@ -257,10 +299,9 @@ class BatchKernel:
 
 
 def _in_disk_cache(dispatcher, sig):
-    """Whether Numba's on-disk cache holds ``dispatcher`` compiled for the argument types
-    ``sig`` (read from the cache index; nothing is loaded or compiled).
+    """Whether Numba's on-disk cache holds ``dispatcher`` compiled for the types ``sig``.
 
-    This reads two private attributes of Numba's cache (stable since Numba 0.49); if they
+    It is read from the cache index; nothing is loaded or compiled. This reads two private attributes of Numba's cache (stable since Numba 0.49); if they
     change, the answer is False, which only means the parallel copy waits for the
     rent-or-buy rule (module notes) rather than being used at once.
     """

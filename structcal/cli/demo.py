@@ -22,6 +22,7 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False, verbose: bool 
     reported on stderr as they run (``verbose``), the text results on stdout as soon as
     they are known.
     """
+    from .. import _warmup as warmup
     from .._progress import compile_monitor, message
     from ..demos import ocr_setup
     from ..forecasters import KNNRegionForecaster
@@ -33,27 +34,37 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False, verbose: bool 
 
     t0 = time.perf_counter()
     say(f"structcal demo ocr: calibrated confidence for the shipped chain CRF {model!r}")
-    with compile_monitor(verbose) as jit:
-        message("loading the shipped model and the OCR data ...", verbose)
-        setup = ocr_setup(model)
-        train, recal, test = setup.train, setup.recalibration, setup.test
-        message("inference on the test and recalibration words ...", verbose)
-        pred_recal, pred_test = setup.predict(recal), setup.predict(test)
-        correct = pred_test.map_labels == test.labels
-        letter_accuracy = float(correct.mean())
-        word_accuracy = float(np.logical_and.reduceat(correct, test.offsets[:-1]).mean())
-        say(f"  test split (folds 3-5): {test.n_words} words, Viterbi accuracy "
-            f"{letter_accuracy:.1%} per letter, {word_accuracy:.1%} per word")
-        rec = StructuredRecalibrator(
-            features="table1", lexicon=setup.lexicon, label_names=train.alphabet,
-            forecaster=KNNRegionForecaster(), method="forecaster", random_state=0,
-            verbose=verbose,
-        ).fit(pred_recal, recal.labels)
-        k = {name: int(f.n_neighbors_) for name, f in rec.forecasters_.items()}
-        say(f"  recalibration (folds 6-9): {recal.n_words} words; CV k-NN region forecasters "
-            f"on every Table 1 feature (k = {k['map']} for words, {k['marginal']} for letters)")
-        message("scoring raw and calibrated probabilities on the test events ...", verbose)
-        report = rec.evaluate(pred_test, test.labels)
+    # a first run: the later steps' kernels compile in a second process meanwhile
+    background = warmup.start(("kbest", "forecasters", "metrics"), verbose)
+    try:
+        with compile_monitor(verbose) as jit:
+            message("loading the shipped model and the OCR data ...", verbose)
+            setup = ocr_setup(model)
+            train, recal, test = setup.train, setup.recalibration, setup.test
+            message("inference on the test and recalibration words ...", verbose)
+            pred_recal, pred_test = setup.predict(recal), setup.predict(test)
+            correct = pred_test.map_labels == test.labels
+            letter_accuracy = float(correct.mean())
+            word_accuracy = float(np.logical_and.reduceat(correct, test.offsets[:-1]).mean())
+            say(f"  test split (folds 3-5): {test.n_words} words, Viterbi accuracy "
+                f"{letter_accuracy:.1%} per letter, {word_accuracy:.1%} per word")
+            rec = StructuredRecalibrator(
+                features="table1", lexicon=setup.lexicon, label_names=train.alphabet,
+                forecaster=KNNRegionForecaster(), method="forecaster", random_state=0,
+                verbose=verbose,
+            ).fit(pred_recal, recal.labels)
+            k = {name: int(f.n_neighbors_) for name, f in rec.forecasters_.items()}
+            say(f"  recalibration (folds 6-9): {recal.n_words} words; CV k-NN region "
+                f"forecasters on every Table 1 feature (k = {k['map']} for words, "
+                f"{k['marginal']} for letters)")
+            message("scoring raw and calibrated probabilities on the test events ...", verbose)
+            report = rec.evaluate(pred_test, test.labels)
+    except BaseException:
+        if background is not None:  # leave it to finish on its own: report the error now
+            background.detach()
+        raise
+    if background is not None:
+        background.close()
     seconds = time.perf_counter() - t0
     from ._report import SCALE
 

@@ -997,9 +997,10 @@ def log_space_batch(
     unary, offsets, edge_offsets, pw, pw_stride, chains, do_edge, scores, logz, marg, edge,
     status,
 ):
-    """Marginals (and edge marginals when ``do_edge``) and log-partition of ``chains`` by
-    the exact log-space pass (:func:`_forward_backward_log`): the chains
-    :func:`infer_batch` left pending. Overwrites their rows of ``marg`` and ``edge`` and
+    """Marginals and log-partition of ``chains`` by the exact log-space pass.
+
+    These are the chains :func:`infer_batch` left pending; edge marginals too when
+    ``do_edge`` (:func:`_forward_backward_log`). Overwrites their rows of ``marg`` and ``edge`` and
     their ``logz``; status becomes 2 (fallback), or 1 (infeasible, MAP score ``-inf``).
     """
     K = unary.shape[1]
@@ -1161,8 +1162,11 @@ def constrained_log_partition_batch(
 
 @kernel
 def _link_constraints(first, nxt, cpos, k0, k1):
-    """List constraints ``k0:k1`` by position for :func:`_unary_row`: ``first[t]`` is the
-    first constraint at position ``t`` (-1: none) and ``nxt[k]`` the one after ``k``."""
+    """List constraints ``k0:k1`` by position for :func:`_unary_row`.
+
+    ``first[t]`` is the first constraint at position ``t`` (-1: none) and ``nxt[k]`` the
+    one after ``k``.
+    """
     for k in range(k1 - 1, k0 - 1, -1):
         nxt[k] = first[cpos[k]]
         first[cpos[k]] = k
@@ -1180,8 +1184,11 @@ def constrained_log_space_batch(
     unary, offsets, edge_offsets, pw, pw_stride, q_chain, q_offsets, cpos, callowed,
     queries, out,
 ):
-    """Constrained log-partition of ``queries`` by the exact log-space pass: those that
-    :func:`constrained_log_partition_batch` left pending (same arguments)."""
+    """Constrained log-partition of ``queries`` by the exact log-space pass.
+
+    These are the queries :func:`constrained_log_partition_batch` left pending (same
+    arguments).
+    """
     K = unary.shape[1]
     nxt = np.empty(cpos.shape[0], dtype=np.int64)
     for i in prange(queries.shape[0]):

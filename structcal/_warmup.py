@@ -1,0 +1,224 @@
+"""Compile kernels ahead of use, in a second process (private).
+
+On a first run (empty Numba cache) a command spends most of its time compiling kernels,
+one after the other: Numba compiles on one thread, under a process-wide lock. The steps
+of a command need different kernels (chain inference first; k-best lists, k-NN
+forecasters and calibration metrics later), so :func:`start` compiles the later steps'
+kernels in a second process, which writes them to the on-disk cache while this process
+compiles the first step's. When this process reaches a kernel of a group the second
+process is compiling, it waits for that group and then loads the kernel from the cache.
+
+Each *group* runs a small representative workload through the same public functions a
+real run calls, so the kernels are compiled for the same argument types
+(``tests/test_warmup.py`` checks that the demo then compiles none of them itself).
+
+Safety: Numba's cache is not safe for two processes compiling *different* signatures of
+the same function at the same time (both may pick the same data file name). The groups
+therefore cover whole functions (:data:`GROUPS`), the second process compiles nothing
+outside its groups (tested), and this process waits for a group before compiling any
+function it covers (:func:`structcal._numba.KernelDispatcher.compile`). Nothing else is
+shared. If the second process fails, this one compiles for itself.
+
+Disable with ``STRUCTCAL_WARMUP=0`` in the environment. Run by hand with
+``python -m structcal._warmup GROUP ...`` (``all`` for every group), e.g. when building a
+container image, so that its first run starts warm.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+
+__all__ = ["GROUPS", "run", "start", "Background"]
+
+
+def _kbest():
+    """k-best lists of chains (the 2-best features phi_mp2...)."""
+    from .inference import kbest
+    from .potentials import ChainPotentials
+
+    rng = np.random.default_rng(0)
+    p = ChainPotentials.from_scores(rng.normal(size=(9, 3)), [4, 5], rng.normal(size=(3, 3)))
+    kbest(p, k=2)
+
+
+def _forecasters():
+    """k-NN region forecasters: KD-tree, cross-validated k, predictions."""
+    from .forecasters import KNNRegionForecaster
+
+    rng = np.random.default_rng(0)
+    X = rng.random((400, 3))
+    y = rng.random(400) < X[:, 0]
+    KNNRegionForecaster(random_state=0).fit(X, y).predict_proba(X[:10])
+
+
+def _metrics():
+    """Binned calibration statistics (reports, Brier decompositions)."""
+    from .metrics import brier_decomposition
+
+    rng = np.random.default_rng(0)
+    p = rng.random(200)
+    y = rng.random(200) < p
+    brier_decomposition(y, p, n_bins=10)
+
+
+#: name -> (workload, the kernels it covers: ``module`` for every kernel of a module or
+#: ``module:function``). A group's workload compiles only kernels it covers.
+GROUPS = {
+    "kbest": (_kbest, ("structcal.inference._chain:kbest_batch",
+                       "structcal.inference._chain:kbest_batch__parallel",
+                       "structcal.inference._chain:_kbest_chain")),
+    "forecasters": (_forecasters, ("structcal._knn",)),
+    "metrics": (_metrics, ("structcal.metrics._kernels",)),
+}
+
+
+def group_of(func):
+    """Return the group covering the Python function ``func`` of a kernel, or None."""
+    module = func.__module__
+    name = f"{module}:{func.__name__}"
+    for group, (_, covered) in GROUPS.items():
+        if module in covered or name in covered:
+            return group
+    return None
+
+
+def run(groups, report=None):
+    """Run the workloads of ``groups`` in this process; ``report(group)`` after each."""
+    for group in groups:
+        GROUPS[group][0]()
+        if report is not None:
+            report(group)
+
+
+def _probe_cached(group):
+    """Whether the group's first kernel has any entry in the on-disk cache."""
+    from . import _knn
+    from ._numba import has_cache_entries
+    from .inference import _chain
+    from .metrics import _kernels
+
+    probe = {"kbest": _chain.kbest_batch.serial, "forecasters": _knn.build_kdtree,
+             "metrics": _kernels.bin_stats}[group]
+    return has_cache_entries(probe)
+
+
+class Background:
+    """A second process compiling ``groups`` (see the module notes).
+
+    Use :meth:`wait_for` before compiling a kernel of one of its groups and :meth:`close`
+    at the end (it waits for the process).
+    """
+
+    def __init__(self, groups):
+        from . import _numba
+
+        self.groups = tuple(groups)
+        self.done = set()
+        self._lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "structcal._warmup", "--report", *self.groups],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        _numba.set_before_compile(self._before_compile)
+
+    def _before_compile(self, dispatcher):
+        group = group_of(dispatcher.py_func)
+        if group is not None:
+            self.wait_for(group)
+
+    def wait_for(self, group):
+        """Block until ``group`` is compiled (or the process has ended)."""
+        if group not in self.groups:
+            return
+        with self._lock:
+            while group not in self.done:
+                line = self.proc.stdout.readline()
+                if not line:  # the process ended (done or failed): nothing more to wait for
+                    self.proc.wait()
+                    self.done.update(self.groups)
+                elif line.startswith("done "):
+                    self.done.add(line.split()[1])
+
+    def detach(self):
+        """Stop waiting for the process (it finishes on its own); compile as usual."""
+        from . import _numba
+
+        _numba.set_before_compile(None)
+        self.proc.stdout.close()
+
+    def close(self):
+        """Wait for every group and for the process to exit; compile as usual after."""
+        from . import _numba
+
+        try:
+            for group in self.groups:
+                self.wait_for(group)
+            self.proc.wait()
+            self.proc.stdout.close()
+        finally:
+            _numba.set_before_compile(None)
+
+
+def _n_cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def start(groups, verbose=True):
+    """Start compiling the kernels of ``groups`` in a second process, if useful.
+
+    Nothing is started when they are cached already, this process may use only one CPU,
+    or ``STRUCTCAL_WARMUP=0``.
+
+    Returns the :class:`Background` (call its ``close()`` when done) or None. While it
+    runs, a kernel of one of its groups waits for that group before compiling (see
+    :mod:`structcal._numba`).
+    """
+    from . import _numba
+    from ._progress import message
+
+    if os.environ.get("STRUCTCAL_WARMUP", "1") == "0" or _numba.jit_disabled():
+        return None
+    if _n_cpus() < 2:  # a second process would only compete with this one
+        return None
+    missing = [g for g in groups if not _probe_cached(g)]
+    if not missing:
+        return None
+    message(f"compiling the kernels of later steps ({', '.join(missing)}) in a second "
+            "process ...", verbose)
+    return Background(missing)
+
+
+def main(argv=None):
+    """``python -m structcal._warmup [--report] GROUP ...``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    report = None
+    if argv and argv[0] == "--report":
+        argv = argv[1:]
+
+        def report(group):
+            try:
+                print(f"done {group}", flush=True)
+            except OSError:  # the parent is gone: keep compiling for the cache
+                pass
+
+    groups = list(GROUPS) if argv in ([], ["all"]) else argv
+    unknown = sorted(set(groups) - set(GROUPS))
+    if unknown:
+        print(f"unknown groups {unknown}; expected some of {sorted(GROUPS)} or 'all'",
+              file=sys.stderr)
+        return 2
+    run(groups, report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
