@@ -37,11 +37,14 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import intrinsic, models, overload, register_model
+from numba.core.imputils import lower_builtin
+from numba.core.typing.templates import AbstractTemplate, infer_global, signature
+from numba.extending import intrinsic, models, register_model
 
 __all__ = [
     "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat", "vadd", "vsub", "vmul",
     "vmax", "vmin", "vsum", "vhmax", "vhmin", "fma", "pow2_rounded", "where_ge",
+    "semiring_step", "semiring_times",
 ]
 
 #: Number of float64 lanes in an :data:`f64x4`.
@@ -295,25 +298,95 @@ vhmin = _horizontal("vhmin", lambda b, x, y: b.select(b.fcmp_ordered("<", x, y),
 
 
 # --------------------------------------------------------------------------- operators
+# Registered as typing templates and lowerings (LLVM instructions emitted at the call),
+# not as ``@overload`` functions: an overload is a small jitted function compiled once per
+# argument types, about 0.05 s each on a first run, and kernels use ten of them.
 
 
-def _operator(vector_op):
-    """Overload a binary operator for (vector, vector), (vector, float) and (float, vector)."""
+def _register_operator(op, build):
+    """Type and lower ``op(a, b)`` for (vector, vector), (vector, number), (number, vector)."""
 
-    def impl(a, b):
-        if a == f64x4 and b == f64x4:
-            return lambda a, b: vector_op(a, b)
-        if a == f64x4 and isinstance(b, (types.Float, types.Integer)):
-            return lambda a, b: vector_op(a, vsplat(b))
-        if isinstance(a, (types.Float, types.Integer)) and b == f64x4:
-            return lambda a, b: vector_op(vsplat(a), b)
-        return None
+    class _Template(AbstractTemplate):
+        def generic(self, args, kws):
+            if kws or len(args) != 2 or f64x4 not in args:
+                return None
+            if not all(arg == f64x4 or _is_number(arg) for arg in args):
+                return None
+            return signature(f64x4, *(f64x4 if arg == f64x4 else types.float64 for arg in args))
 
-    return impl
+    infer_global(op)(_Template)
+
+    def lower(context, builder, sig, args):
+        values = [v if ty == f64x4 else _splat_ir(builder, v) for v, ty in zip(args, sig.args)]
+        return build(builder, *values)
+
+    for argtypes in [(f64x4, f64x4), (f64x4, types.float64), (types.float64, f64x4)]:
+        lower_builtin(op, *argtypes)(lower)
 
 
-overload(operator.add)(_operator(vadd))
-overload(operator.sub)(_operator(vsub))
-overload(operator.mul)(_operator(vmul))
-overload(max)(_operator(vmax))
-overload(min)(_operator(vmin))
+_register_operator(operator.add, lambda b, x, y: b.fadd(x, y))
+_register_operator(operator.sub, lambda b, x, y: b.fsub(x, y))
+_register_operator(operator.mul, lambda b, x, y: b.fmul(x, y))
+_register_operator(max, lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
+_register_operator(min, lambda b, x, y: b.select(b.fcmp_ordered("<", x, y), x, y))
+
+
+# --------------------------------------------------------------------------- semirings
+
+
+def _literal_flag(flag, what):
+    if not isinstance(flag, types.BooleanLiteral):
+        raise TypingError(f"{what}: the semiring flag must be a constant True or False; got {flag}")
+    return flag.literal_value
+
+
+def _float_or_vector(args, what):
+    if not all(arg == f64x4 or _is_number(arg) for arg in args):
+        raise TypingError(f"{what} needs float64 or f64x4 values; got {args}")
+    vector = f64x4 in args
+    return vector, (f64x4 if vector else types.float64)
+
+
+@intrinsic(prefer_literal=True)
+def semiring_step(typingctx, acc, x, m, maxplus):
+    """One term of a semiring vector-matrix product: ``max(acc, x + m)`` when
+    ``maxplus`` (max-plus), else ``acc + x * m`` (sum-product, a fused multiply-add).
+
+    ``maxplus`` must be a constant (a literal ``True``/``False``, e.g. a kernel's
+    switch); the values are float64 or :data:`f64x4` (floats broadcast). The operation is
+    chosen at compile time and emitted in place: no function of its own to compile.
+    """
+    plus = _literal_flag(maxplus, "semiring_step")
+    vector, vt = _float_or_vector((acc, x, m), "semiring_step")
+    lty = _VEC if vector else ir.DoubleType()
+    sig = vt(*(f64x4 if a == f64x4 else types.float64 for a in (acc, x, m)), maxplus)
+
+    def codegen(context, builder, signature, args):
+        a, xv, mv = (v if ty == f64x4 or not vector else _splat_ir(builder, v)
+                     for v, ty in zip(args[:3], signature.args[:3]))
+        if plus:
+            t = builder.fadd(xv, mv)
+            return builder.select(builder.fcmp_ordered(">", a, t), a, t)
+        name = "llvm.fmuladd.v4f64" if vector else "llvm.fmuladd.f64"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(lty, [lty] * 3), name)
+        return builder.call(fn, [xv, mv, a])
+
+    return sig, codegen
+
+
+@intrinsic(prefer_literal=True)
+def semiring_times(typingctx, a, b, maxplus):
+    """Semiring product: ``a + b`` when ``maxplus`` (a constant), else ``a * b``.
+
+    Float64 or :data:`f64x4` values, as :func:`semiring_step`.
+    """
+    plus = _literal_flag(maxplus, "semiring_times")
+    vector, vt = _float_or_vector((a, b), "semiring_times")
+    sig = vt(*(f64x4 if v == f64x4 else types.float64 for v in (a, b)), maxplus)
+
+    def codegen(context, builder, signature, args):
+        x, y = (v if ty == f64x4 or not vector else _splat_ir(builder, v)
+                for v, ty in zip(args[:2], signature.args[:2]))
+        return builder.fadd(x, y) if plus else builder.fmul(x, y)
+
+    return sig, codegen

@@ -93,7 +93,10 @@ import math
 import numpy as np
 
 from .._numba import batch_kernel, exp_nonpositive, kernel, prange
-from .._simd import LANES, data_pointer, fma, vhmax, vhmin, vload, vsplat, vstore, vsum, where_ge
+from .._simd import (
+    LANES, data_pointer, fma, semiring_step, semiring_times, vhmax, vhmin, vload, vsplat, vstore,
+    vsum, where_ge,
+)
 
 _NEG_INF = -np.inf
 _INF = np.inf
@@ -370,35 +373,11 @@ def _exp_shifted_row(A, a0, B, b0, use_b, U, u0, K):
     return shift, vhmin(lacc) - shift
 
 
-@kernel(switches=("maxplus",))
-def _semiring_step(acc, x, m, maxplus):
-    """One term of a semiring product: ``max(acc, x + m)`` or ``acc + x * m``."""
-    if maxplus:
-        return max(acc, x + m)
-    return fma(x, m, acc)
-
-
-@kernel(switches=("maxplus",))
-def _semiring_merge(a, b, maxplus):
-    """Semiring sum ``max(a, b)`` or ``a + b``."""
-    if maxplus:
-        return max(a, b)
-    return a + b
-
-
-@kernel(switches=("maxplus",))
-def _semiring_times(a, b, maxplus):
-    """Semiring product ``a + b`` or ``a * b``."""
-    if maxplus:
-        return a + b
-    return a * b
-
-
 @kernel(switches=("maxplus", "scale"))
 def _store_scaled(acc, S, s0, O, o0, c, maxplus, scale):
     """``O[o0+c : o0+c+4] = acc (.) S[s0+c : s0+c+4]`` (``acc`` alone unless ``scale``)."""
     if scale:
-        acc = _semiring_times(acc, vload(S, s0 + c), maxplus)
+        acc = semiring_times(acc, vload(S, s0 + c), maxplus)
     vstore(O, o0 + c, acc)
 
 
@@ -420,14 +399,14 @@ def _vecmat_block(X, x0, M, m0, S, s0, O, o0, K, jb, maxplus, scale):
     for i in range(K):
         r = m0 + i * K
         x = vsplat(X[x0 + i])
-        a0 = _semiring_step(a0, x, vload(M, r + c0), maxplus)
-        a1 = _semiring_step(a1, x, vload(M, r + c1), maxplus)
-        a2 = _semiring_step(a2, x, vload(M, r + c2), maxplus)
-        a3 = _semiring_step(a3, x, vload(M, r + c3), maxplus)
-        a4 = _semiring_step(a4, x, vload(M, r + c4), maxplus)
-        a5 = _semiring_step(a5, x, vload(M, r + c5), maxplus)
-        a6 = _semiring_step(a6, x, vload(M, r + c6), maxplus)
-        a7 = _semiring_step(a7, x, vload(M, r + c7), maxplus)
+        a0 = semiring_step(a0, x, vload(M, r + c0), maxplus)
+        a1 = semiring_step(a1, x, vload(M, r + c1), maxplus)
+        a2 = semiring_step(a2, x, vload(M, r + c2), maxplus)
+        a3 = semiring_step(a3, x, vload(M, r + c3), maxplus)
+        a4 = semiring_step(a4, x, vload(M, r + c4), maxplus)
+        a5 = semiring_step(a5, x, vload(M, r + c5), maxplus)
+        a6 = semiring_step(a6, x, vload(M, r + c6), maxplus)
+        a7 = semiring_step(a7, x, vload(M, r + c7), maxplus)
     _store_scaled(a0, S, s0, O, o0, c0, maxplus, scale)
     _store_scaled(a1, S, s0, O, o0, c1, maxplus, scale)
     _store_scaled(a2, S, s0, O, o0, c2, maxplus, scale)
@@ -472,8 +451,8 @@ def _vecmat_small(X, x0, M, m0, Kp, S, s0, O, o0, K, maxplus, scale):
     for j in range(K):
         acc = _NEG_INF if maxplus else 0.0
         for i in range(K):
-            acc = _semiring_step(acc, X[x0 + i], M[m0 + i * Kp + j], maxplus)
-        O[o0 + j] = _semiring_times(acc, S[s0 + j], maxplus) if scale else acc
+            acc = semiring_step(acc, X[x0 + i], M[m0 + i * Kp + j], maxplus)
+        O[o0 + j] = semiring_times(acc, S[s0 + j], maxplus) if scale else acc
 
 
 @kernel(switches=("maxplus", "scale"))
@@ -485,14 +464,14 @@ def _vecmat_padded_block(X, x0, M, m0, S, s0, O, o0, K, Kp, jb, maxplus, scale):
     r = m0 + jb
     for i in range(K):
         x = vsplat(X[x0 + i])
-        a0 = _semiring_step(a0, x, vload(M, r), maxplus)
-        a1 = _semiring_step(a1, x, vload(M, r + LANES), maxplus)
-        a2 = _semiring_step(a2, x, vload(M, r + 2 * LANES), maxplus)
-        a3 = _semiring_step(a3, x, vload(M, r + 3 * LANES), maxplus)
-        a4 = _semiring_step(a4, x, vload(M, r + 4 * LANES), maxplus)
-        a5 = _semiring_step(a5, x, vload(M, r + 5 * LANES), maxplus)
-        a6 = _semiring_step(a6, x, vload(M, r + 6 * LANES), maxplus)
-        a7 = _semiring_step(a7, x, vload(M, r + 7 * LANES), maxplus)
+        a0 = semiring_step(a0, x, vload(M, r), maxplus)
+        a1 = semiring_step(a1, x, vload(M, r + LANES), maxplus)
+        a2 = semiring_step(a2, x, vload(M, r + 2 * LANES), maxplus)
+        a3 = semiring_step(a3, x, vload(M, r + 3 * LANES), maxplus)
+        a4 = semiring_step(a4, x, vload(M, r + 4 * LANES), maxplus)
+        a5 = semiring_step(a5, x, vload(M, r + 5 * LANES), maxplus)
+        a6 = semiring_step(a6, x, vload(M, r + 6 * LANES), maxplus)
+        a7 = semiring_step(a7, x, vload(M, r + 7 * LANES), maxplus)
         r += Kp
     s = s0 + jb
     o = o0 + jb
