@@ -185,19 +185,6 @@ def zeros_matrices(n, K, width):
 
 
 @kernel
-def _exponentials_or_scratch(local, n, E, ET, colmax, spread):
-    """Return ``(E, ET, colmax, spread)`` as given, or per-thread scratch when ``local``.
-
-    The scratch is zeroed, of the same width, and holds the per-edge matrices of one
-    block of ``n`` positions (see :func:`_fill_block`).
-    """
-    if local:
-        K, Kp = E.shape[1], E.shape[2]
-        return zeros_matrices(n, K, Kp), zeros_matrices(n, K, Kp), np.zeros((n, K)), np.zeros(n)
-    return E, ET, colmax, spread
-
-
-@kernel
 def _fill_scaled_exponentials(pw, m0, n, E, ET, colmax, spread, q0):
     """Write ``E[q0 + q]``, ``ET[q0 + q]``, ``colmax[q0 + q]`` and ``spread[q0 + q]`` from
     ``pw[m0 + q]`` for ``q < n``.
@@ -919,7 +906,12 @@ def infer_batch(
         for c in range(c0, c1):
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
         nb = min(Lmax, _BLOCK)
-        Ec, ETc, colc, spc = _exponentials_or_scratch(local, nb, E, ET, colmax, spread)
+        Ec, ETc, colc, spc = E, ET, colmax, spread
+        if local:  # this chunk's scratch for one block's per-edge matrices (_fill_block)
+            Ec = zeros_matrices(nb, K, Kp)
+            ETc = zeros_matrices(nb, K, Kp)
+            colc = np.zeros((nb, K))
+            spc = np.zeros(nb)
         u = zeros_rows(nb, Kp)
         thr = np.empty(nb)
         o = zeros_rows(1, Kp)
@@ -1110,7 +1102,12 @@ def constrained_log_partition_batch(
             c = q_chain[q]
             Lmax = max(Lmax, offsets[c + 1] - offsets[c])
         nb = min(Lmax, _BLOCK)
-        Ec, ETc, colc, spc = _exponentials_or_scratch(local, nb, E, E, colmax, spread)
+        Ec, ETc, colc, spc = E, E, colmax, spread  # (the forward pass reads no ET)
+        if local:  # this chunk's scratch for one block's per-edge matrices (_fill_block)
+            Ec = zeros_matrices(nb, K, Kp)
+            ETc = zeros_matrices(nb, K, Kp)
+            colc = np.zeros((nb, K))
+            spc = np.zeros(nb)
         u = zeros_rows(nb, Kp)
         thr = np.empty(nb)
         o = zeros_rows(1, Kp)
