@@ -112,11 +112,11 @@ def test_apply_subprocess_writes_the_calibrated_events(work):
     assert {r["kind"] for r in rows} == {"map", "marginal"}
     lengths = np.load(work / "test.npz")["lengths"]
     for r in rows:
-        start, end, item = int(r["start"]), int(r["end"]), int(r["item"])
         if r["kind"] == "marginal":
-            assert end == start + 1 and int(r["label"]) >= 0
-        else:
-            assert (start, end) == (0, lengths[item]) and r["label"] == "-1"
+            start, end, item = int(r["start"]), int(r["end"]), int(r["item"])
+            assert 0 <= start < end == start + 1 <= lengths[item] and int(r["label"]) >= 0
+        else:  # "is the whole item right?": no positions, no label
+            assert (r["start"], r["end"], r["label"]) == ("", "", "")
     assert list(work.glob(".events.csv*")) == []
 
 
@@ -170,12 +170,18 @@ def test_apply_parquet_without_labels_matches_csv(work):
     pq = pytest.importorskip("pyarrow.parquet")
     assert main(["apply", str(work / "rec"), str(work / "new.npz"), "-o", str(work / "n.parquet")]) == 0
     assert main(["apply", str(work / "rec"), str(work / "new.npz"), "-o", str(work / "n.csv")]) == 0
-    table = pq.read_table(work / "n.parquet").to_pydict()
+    parquet = pq.read_table(work / "n.parquet")
+    table = parquet.to_pydict()
     assert list(table) == ["item", "start", "end", "kind", "label", "raw", "calibrated"]
     with open(work / "n.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [float(r["calibrated"]) for r in rows] == table["calibrated"]
     assert [r["kind"] for r in rows] == table["kind"]
+    # empty CSV fields are Parquet nulls in int64 columns
+    for name in ("start", "end", "label"):
+        assert str(parquet.schema.field(name).type) == "int64"
+        assert [r[name] for r in rows] == ["" if v is None else str(v) for v in table[name]]
+    assert {r["kind"] for r in rows if r["start"] == ""} == {"map"}
 
 
 def test_kinds_by_name_and_table1_default(work, capsys):
@@ -195,6 +201,11 @@ def test_kinds_by_name_and_table1_default(work, capsys):
     assert all(int(r["end"]) == lengths[int(r["item"])] == int(r["start"]) + 1 for r in last)
     span = [r for r in rows if r["kind"] == "span[0]=1-2"]
     assert len(span) == (lengths >= 2).sum() and all((r["start"], r["end"]) == ("0", "2") for r in span)
+    # events about the whole item: no positions; any_label=2 names label 2, map none
+    whole = [r for r in rows if r["kind"] in ("map", "any_label=2")]
+    assert whole and all((r["start"], r["end"]) == ("", "") for r in whole)
+    assert {r["label"] for r in whole if r["kind"] == "map"} == {""}
+    assert {r["label"] for r in whole if r["kind"] == "any_label=2"} == {"2"}
 
 
 def test_lexicon_file(work, capsys):

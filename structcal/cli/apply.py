@@ -13,16 +13,20 @@ from ._model import calibrated_input
 
 __all__ = ["add_parser", "run", "event_columns"]
 
+#: Integer columns that may have empty entries (None): Parquet stores them as int64 with nulls.
+_INT_COLUMNS = ("start", "end", "label")
+
 COLUMNS = """\
 output columns, one row per event:
   item        index of the chain/graph in the input (0-based)
   start, end  the positions the event is about, half-open: [j, j + 1) for a
-              per-position event (marginal), [0, length) for a per-item event
-              (map, any_label, ...); label_at/span/entity events give their positions
-              (for an entity, its tokens)
+              per-position event (marginal, label_at), the span's positions for a
+              span event, an entity's tokens for an entity event; empty for an event
+              about the whole item (map, any_label, all_entities, contains_entity)
   kind        event kind (map, marginal, any_label=L, entity, ...)
-  label       the label asked about (-1 for per-item events)
-  tag         its name: a tag, or an entity's type (CRFsuite input only)
+  label       the label asked about (marginal: the predicted label; any_label=L: L;
+              entity events: the entity type's index); empty if the event names none
+  tag         the label's name: a tag, or an entity's type (CRFsuite input only)
   raw         the model's own probability of the event (nan if it has none)
   calibrated  the recalibrated probability
   outcome     1 if the event holds (only when the input has `labels`)"""
@@ -72,21 +76,34 @@ def event_columns(out, kinds=(), tag_names=None) -> dict:
         lo = np.minimum.reduceat(t.members, t.member_offsets[has])
         hi = np.maximum.reduceat(t.members, t.member_offsets[has])
         start[has], end[has] = lo - item_first, hi + 1 - item_first
+    # an event about the whole item has no positions; one that names no label, no label
+    whole_item = ~per_node & (sizes == 0)
+    label = t.label.astype(np.int64)
+    for k, kind in enumerate(kinds):
+        rows = t.kind == k
+        if isinstance(kind, SpanEquals):
+            whole_item[rows] = False
+        asked = getattr(kind, "label", None)  # a per-item event about one label (any_label)
+        if isinstance(asked, (int, np.integer)):
+            label[rows & (label < 0)] = asked
     cols = {
         "item": t.item.astype(np.int64),
-        "start": start.astype(np.int64),
-        "end": end.astype(np.int64),
+        "start": _blank_where(start.astype(np.int64), whole_item),
+        "end": _blank_where(end.astype(np.int64), whole_item),
         "kind": np.asarray(t.kind_names, dtype=object)[t.kind],
-        "label": t.label.astype(np.int64),
+        "label": _blank_where(label, label < 0),
     }
     if tag_names is not None:  # the label's name: a tag, or an entity type for entities
         tag = np.full(t.n_events, "", dtype=object)
-        node_rows = (t.node >= 0) & (t.label >= 0)
-        tag[node_rows] = np.asarray(tag_names, dtype=object)[t.label[node_rows]]
+        named = label >= 0
+        typed = np.zeros(t.n_events, dtype=bool)
         for k, kind in enumerate(kinds):
-            rows = (t.kind == k) & (sizes > 0) & (t.label >= 0)
-            if rows.any() and hasattr(kind, "tag_scheme"):
-                tag[rows] = np.asarray(kind.tag_scheme.types, dtype=object)[t.label[rows]]
+            if hasattr(kind, "tag_scheme"):  # entity events: the label is an entity type
+                rows = (t.kind == k) & named
+                tag[rows] = np.asarray(kind.tag_scheme.types, dtype=object)[label[rows]]
+                typed |= rows
+        rows = named & ~typed
+        tag[rows] = np.asarray(tag_names, dtype=object)[label[rows]]
         cols["tag"] = tag
     cols |= {
         "raw": np.full(t.n_events, np.nan) if t.raw is None else t.raw.astype(np.float64),
@@ -95,6 +112,13 @@ def event_columns(out, kinds=(), tag_names=None) -> dict:
     if t.outcome is not None:
         cols["outcome"] = t.outcome.astype(np.int64)
     return cols
+
+
+def _blank_where(values, blank):
+    """``values`` as Python ints, None (an empty CSV field, a Parquet null) where ``blank``."""
+    out = values.astype(object)
+    out[blank] = None
+    return out
 
 
 def _output_format(args) -> str:
@@ -125,7 +149,11 @@ def write_parquet(cols, path) -> None:
         raise InputError(
             "Parquet output needs pyarrow: pip install 'structcal[parquet]' (or write .csv)"
         ) from None
-    table = pa.table({k: pa.array(v.tolist() if v.dtype == object else v) for k, v in cols.items()})
+    table = pa.table({
+        k: pa.array(v.tolist(), type=pa.int64() if k in _INT_COLUMNS else None)
+        if v.dtype == object else pa.array(v)
+        for k, v in cols.items()
+    })
     pq.write_table(table, path)
 
 
