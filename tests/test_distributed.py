@@ -1,7 +1,9 @@
 """Dask scale-out: results identical to the single-process path; bad input fails loudly."""
 
+import json
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,15 +13,17 @@ distributed = pytest.importorskip("distributed")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from structcal import ChainPotentials, ParameterError  # noqa: E402
+from structcal import ChainPotentials, GraphPotentials, ParameterError, io  # noqa: E402
 from structcal.distributed import (  # noqa: E402
     apply_recalibrator,
     fit_recalibrator,
-    read_chain_partition,
+    read_partition,
     sample_items,
     write_chain_dataset,
+    write_graph_dataset,
 )
 from structcal.events import MAPEvent, MarginalEvent  # noqa: E402
+from structcal.events.objects import ObjectEvents  # noqa: E402
 from structcal.forecasters import KNNRegionForecaster  # noqa: E402
 from structcal.prediction import StructuredPrediction  # noqa: E402
 from structcal.recalibration import StructuredRecalibrator  # noqa: E402
@@ -75,25 +79,49 @@ def test_apply_and_fit_equal_the_single_process_path(client, tmp_path):
 
     info = apply_recalibrator(ref, tmp_path / "data", tmp_path / "out", client=client)
     assert (tmp_path / "out" / "_SUCCESS").exists() and info["n_partitions"] == 5
-    got = pa.concat_tables(
-        [pq.read_table(f) for f in sorted((tmp_path / "out").glob("part-*.parquet"))]
-    )
     want = ref.predict(StructuredPrediction(pot), labels)
-    assert info["n_events"] == want.table.n_events == got.num_rows
-    # the same events (output is partition by partition; the single-process table kind by
-    # kind): compare in (kind, item, position) order
-    kinds = np.asarray(want.table.kind_names)[want.table.kind]
-    w = np.lexsort((want.table.position, ids[want.table.item], kinds))
-    g_kind = np.asarray(got.column("kind").to_pylist())
-    g = np.lexsort((got.column("position").to_numpy(), got.column("item").to_numpy(), g_kind))
-    assert g_kind[g].tolist() == kinds[w].tolist()
-    np.testing.assert_array_equal(got.column("item").to_numpy()[g], ids[want.table.item][w])
-    np.testing.assert_array_equal(got.column("position").to_numpy()[g], want.table.position[w])
-    np.testing.assert_array_equal(got.column("label").to_numpy()[g], want.table.label[w])
-    np.testing.assert_array_equal(got.column("forecast").to_numpy()[g], want.forecast[w])
-    np.testing.assert_array_equal(got.column("outcome").to_numpy()[g], want.table.outcome[w])
+    assert info["n_events"] == want.table.n_events
+    _assert_same_events(tmp_path / "out", want, ids, pot.offsets)
     with pytest.raises(ParameterError, match="exists"):
         apply_recalibrator(ref, tmp_path / "data", tmp_path / "out", client=client)
+
+    # per-edge transitions (e.g. an outside model's, start/end folded in): same path
+    K = pot.n_states
+    per_edge = ChainPotentials(pot.unary, pot.offsets, np.random.default_rng(5).normal(size=(pot.n_edges, K, K)))
+    write_chain_dataset(tmp_path / "edges", per_edge, items_per_partition=40, labels=labels, item_ids=ids)
+    apply_recalibrator(ref, tmp_path / "edges", tmp_path / "out_edges", client=client)
+    _assert_same_events(tmp_path / "out_edges", ref.predict(StructuredPrediction(per_edge), labels),
+                        ids, pot.offsets)
+
+
+def _assert_same_events(out_dir, want, ids, offsets):
+    """The output directory holds exactly the single-process events (any partitioning)."""
+    got = pa.concat_tables([pq.read_table(f) for f in sorted(Path(out_dir).glob("part-*.parquet"))])
+    t = want.table
+    assert got.num_rows == t.n_events
+    # the output is partition by partition, the single-process table kind by kind; within
+    # one item and kind both keep the order of the kind's instances: compare in
+    # (kind, item) order, stable
+    kinds = np.asarray(t.kind_names)[t.kind]
+    w = np.lexsort((ids[t.item], kinds))
+    g_kind = np.asarray(got.column("kind").to_pylist())
+    g = np.lexsort((got.column("item").to_numpy(), g_kind))
+    assert g_kind[g].tolist() == kinds[w].tolist()
+    col = lambda name: got.column(name).to_numpy()[g]  # noqa: E731
+    np.testing.assert_array_equal(col("item"), ids[t.item][w])
+    np.testing.assert_array_equal(col("position"), t.position[w])
+    np.testing.assert_array_equal(col("label"), t.label[w])
+    np.testing.assert_array_equal(col("forecast"), want.forecast[w])
+    np.testing.assert_array_equal(col("raw"), t.raw[w])
+    if t.outcome is not None:
+        np.testing.assert_array_equal(col("outcome"), t.outcome[w])
+    if "set" in t.kind_scopes:
+        members = got.column("members").to_pylist()
+        for r_got, r_want in zip(g, w):
+            local = t.members_of(r_want) - offsets[t.item[r_want]]
+            assert members[r_got] == local.tolist()
+    else:
+        assert "members" not in got.column_names
 
 
 def _rewrite(file, table):
@@ -111,7 +139,7 @@ def test_bad_datasets_fail_without_output(client, tmp_path):
     meta = a.schema.metadata
     _rewrite(files[0], a.filter(pa.array(~last)).replace_schema_metadata(meta))
     _rewrite(files[1], pa.concat_tables([a.filter(pa.array(last)), b]).replace_schema_metadata(meta))
-    read_chain_partition(files[1])  # item 19 whole and first in part 1: fine on its own
+    read_partition(files[1])  # item 19 whole and first in part 1: fine on its own
     head = a.filter(pa.array(last)).slice(0, 1)  # now put its first token back in part 0 too
     if a.filter(pa.array(last)).num_rows > 1:
         _rewrite(files[0], pa.concat_tables([a.filter(pa.array(~last)), head]).replace_schema_metadata(meta))
