@@ -72,3 +72,40 @@ def test_failed_save_leaves_nothing(tmp_path):
 def test_unregistered_class_cannot_be_saved(tmp_path):
     with pytest.raises(TypeError, match="not a registered structcal model"):
         io.save(object(), tmp_path / "x")
+
+
+def test_dumps_is_the_saved_form_as_bytes(tmp_path):
+    import zipfile
+    from io import BytesIO
+
+    m = _Toy(alpha=0.25)
+    m.w_ = np.arange(4.0)
+    blob = io.dumps(m, metadata={"n": 3})
+    back = io.loads(blob)
+    np.testing.assert_array_equal(back.w_, m.w_)
+    assert back.alpha == 0.25 and back.metadata_ == {"n": 3}
+    with pytest.raises(ParameterError, match="holds a _Toy, not a"):
+        io.loads(blob, expected_class=dict)
+    # byte for byte the two files save() writes (the checksum covers the same bytes)
+    io.save(m, tmp_path / "toy", metadata={"n": 3})
+    with zipfile.ZipFile(BytesIO(blob)) as zf:
+        assert zf.read("model.npz") == (tmp_path / "toy.npz").read_bytes()
+        manifest = json.loads(zf.read("model.json"))
+    assert manifest == json.loads((tmp_path / "toy.json").read_text())
+
+    def rezip(manifest, npz):
+        out = BytesIO()
+        with zipfile.ZipFile(out, "w") as zf:
+            zf.writestr("model.json", json.dumps(manifest))
+            zf.writestr("model.npz", npz)
+        return out.getvalue()
+
+    npz = (tmp_path / "toy.npz").read_bytes()
+    with pytest.raises(ParameterError, match=r"'<bytes>' has format_version 99"):
+        io.loads(rezip({**manifest, "format_version": 99}, npz))
+    with pytest.raises(ParameterError, match="SHA-256 differs"):
+        io.loads(rezip(manifest, npz[:-1] + b"x"))
+    with pytest.raises(ParameterError, match="not a structcal model archive"):
+        io.loads(b"not a zip")
+    with pytest.raises(TypeError, match="must be bytes"):
+        io.loads("model.json")
