@@ -477,12 +477,13 @@ def _open(file, *, items=None, columns=None):
     pa, pc, pq = _pyarrow()
     where = Path(file).name
     try:
+        schema = pq.read_schema(file)
+        meta = _meta(schema.metadata, where)
+        if "item" not in schema.names:
+            raise ParameterError(f"{where}: missing column(s) ['item']; found {schema.names}")
         table = pq.read_table(file, columns=columns)
     except (OSError, pa.ArrowException) as exc:
         raise ParameterError(f"{where}: cannot read it as Parquet: {exc}") from None
-    meta = _meta(table.schema.metadata, where)
-    if "item" not in table.column_names:
-        raise ParameterError(f"{where}: missing column(s) ['item']; found {table.column_names}")
     if items is not None:
         table = table.filter(pc.is_in(table.column("item"), value_set=pa.array(np.asarray(items, np.int64))))
     return table, meta, where
@@ -1021,5 +1022,9 @@ def fit_recalibrator(recalibrator, source, *, n_items, random_state, client=None
     files = [str(f) for f in _partitions(source)]
     pieces = [client.submit(_read_sample, f, chosen, pure=False) for f in files]
     fitted = client.submit(_fit_on_pieces, _pack(recalibrator), _version(), pieces, files,
-                           inference_options, pure=False)
-    return _unpack(fitted.result(), _version())
+                           inference_options, pure=False).result()
+    if isinstance(fitted, bytes):  # (not the workers' cache: the caller gets its own object)
+        from . import io
+
+        return io.loads(fitted, expected_class=StructuredRecalibrator)
+    return fitted
