@@ -78,11 +78,20 @@ def make_images(path, n_images, seed=0, per_partition=4):
     e, _ = grid_edges(H, W)
     n_pix = H * W
     edges = (e[None] + (np.arange(n_images) * n_pix)[:, None, None]).reshape(-1, 2)
-    pot = GraphPotentials(unary, np.arange(n_images + 1) * n_pix, edges,
-                          np.arange(n_images + 1) * len(e), np.eye(2) * 0.8)
-    node_data = {"coords": grid_coordinates([(H, W)] * n_images), "intensity": intensity.reshape(-1)}
-    write_graph_dataset(path, pot, items_per_partition=per_partition, labels=masks.reshape(-1),
-                        node_data=node_data)
+    pot = GraphPotentials(
+        unary,
+        np.arange(n_images + 1) * n_pix,
+        edges,
+        np.arange(n_images + 1) * len(e),
+        np.eye(2) * 0.8,
+    )
+    node_data = {
+        "coords": grid_coordinates([(H, W)] * n_images),
+        "intensity": intensity.reshape(-1),
+    }
+    write_graph_dataset(
+        path, pot, items_per_partition=per_partition, labels=masks.reshape(-1), node_data=node_data
+    )
     return pot.n_nodes, n_images
 
 
@@ -92,7 +101,8 @@ def chain_recalibrator():
     from structcal.recalibration import StructuredRecalibrator
 
     return StructuredRecalibrator(
-        kinds=[MAPEvent(), MarginalEvent()], features=["phi_mp1", "phi_mp3", "phi_mg2", "phi_mp7"],
+        kinds=[MAPEvent(), MarginalEvent()],
+        features=["phi_mp1", "phi_mp3", "phi_mg2", "phi_mp7"],
         forecaster=KNNRegionForecaster(random_state=0),
     )
 
@@ -108,9 +118,16 @@ def graph_recalibrator():
 
     return StructuredRecalibrator(
         kinds=[MarginalEvent(), ObjectEvents()],
-        features={"marginal": ["raw"],
-                  "object": ["object_log_size", "object_eccentricity", "set_mean_marginal",
-                             "object_contrast", "raw"]},
+        features={
+            "marginal": ["raw"],
+            "object": [
+                "object_log_size",
+                "object_eccentricity",
+                "set_mean_marginal",
+                "object_contrast",
+                "raw",
+            ],
+        },
         method={"marginal": "isotonic", "object": "forecaster"},
         forecaster=KNNRegionForecaster(random_state=0),
     )
@@ -157,9 +174,13 @@ def measure(rec, warm, data, root, n_units, unit, options):
     walls = {}
     warm_file = str(sorted(warm.glob("part-*.parquet"))[0])
     for workers in (1, 2):
-        with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0") as cl, \
-                Client(cl) as c:
-            apply_recalibrator(rec, warm, root / f"warm_out_{workers}_{n_units}", client=c, **options)
+        with (
+            LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0") as cl,
+            Client(cl) as c,
+        ):
+            apply_recalibrator(
+                rec, warm, root / f"warm_out_{workers}_{n_units}", client=c, **options
+            )
             # every worker (not only the one that got the warm-up partition) loads
             # structcal and its kernels before the clock starts
             c.run(_warm_worker, rec, warm_file, options)
@@ -169,9 +190,12 @@ def measure(rec, warm, data, root, n_units, unit, options):
             walls[workers] = time.perf_counter() - t
             cpu = sum(c.run(_cpu).values()) - sum(cpu0.values())
             rss = c.run(_maxrss)
-        print(f"{n_units:9d} {f'dask, {workers} worker(s)':18s} {walls[workers]:8.1f}s "
-              f"{n_units / walls[workers]:11.0f} {cpu:8.1f}s "
-              f"{', '.join(f'{v / 2**20:.0f} MiB' for v in rss.values()):>20s}", flush=True)
+        print(
+            f"{n_units:9d} {f'dask, {workers} worker(s)':18s} {walls[workers]:8.1f}s "
+            f"{n_units / walls[workers]:11.0f} {cpu:8.1f}s "
+            f"{', '.join(f'{v / 2**20:.0f} MiB' for v in rss.values()):>20s}",
+            flush=True,
+        )
     # the single-process path on the same partitions
     t, c0 = time.perf_counter(), _cpu()
     with warnings.catch_warnings():
@@ -180,13 +204,27 @@ def measure(rec, warm, data, root, n_units, unit, options):
             part = read_partition(f)
             rec.predict(part.prediction(**options), part.labels)
     wall = time.perf_counter() - t
-    print(f"{n_units:9d} {'single process':18s} {wall:8.1f}s {n_units / wall:11.0f} "
-          f"{_cpu() - c0:8.1f}s {_maxrss() / 2**20:17.0f} MiB")
+    print(
+        f"{n_units:9d} {'single process':18s} {wall:8.1f}s {n_units / wall:11.0f} "
+        f"{_cpu() - c0:8.1f}s {_maxrss() / 2**20:17.0f} MiB"
+    )
     print(f"{'':9s} scaling efficiency 1 -> 2 workers: {walls[1] / (2 * walls[2]):.2f}", flush=True)
 
 
+def _chosen(rec):
+    """Each kind's method, with k for k-NN forecasters."""
+    out = {}
+    for key, sel in rec.selection_.items():
+        k = getattr(rec.forecasters_.get(key), "n_neighbors_", None)
+        out[key] = sel["method"] + (f" (k={k})" if k is not None else "")
+    return out
+
+
 def _header(unit):
-    print(f"{unit:>9s} {'path':18s} {'wall':>9s} {unit + '/s':>11s} {'CPU':>9s} {'peak RSS per worker':>20s}")
+    print(
+        f"{unit:>9s} {'path':18s} {'wall':>9s} {unit + '/s':>11s} {'CPU':>9s} "
+        f"{'peak RSS per worker':>20s}"
+    )
 
 
 def main(argv=None):
@@ -195,10 +233,20 @@ def main(argv=None):
     from structcal.distributed import fit_recalibrator
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, nargs="*", default=[100_000, 300_000],
-                    help="chain dataset sizes in tokens (none: skip chains)")
-    ap.add_argument("--images", type=int, nargs="*", default=[16, 64],
-                    help="graph dataset sizes in 130 x 174 images (none or 0: skip graphs)")
+    ap.add_argument(
+        "--tokens",
+        type=int,
+        nargs="*",
+        default=[100_000, 300_000],
+        help="chain dataset sizes in tokens (none: skip chains)",
+    )
+    ap.add_argument(
+        "--images",
+        type=int,
+        nargs="*",
+        default=[16, 64],
+        help="graph dataset sizes in 130 x 174 images (none or 0: skip graphs)",
+    )
     ap.add_argument("--workdir", default=tempfile.gettempdir())
     args = ap.parse_args(argv)
     images = [n for n in args.images if n > 0]
@@ -208,40 +256,61 @@ def main(argv=None):
         if args.tokens:
             warm = root / "warm"
             make_dataset(warm, 12_000, seed=1)  # a full partition: the kernels of the timed runs
-            with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cl, Client(cl) as c:
+            with (
+                LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cl,
+                Client(cl) as c,
+            ):
                 t = time.perf_counter()
-                rec = fit_recalibrator(chain_recalibrator(), warm, n_items=2000, random_state=0, client=c)
-                print(f"chains: fit on 2,000 sampled words (one worker, incl. first compilation): "
-                      f"{time.perf_counter() - t:.1f} s; k per kind "
-                      f"{ {k: f.n_neighbors_ for k, f in rec.forecasters_.items()} }")
+                rec = fit_recalibrator(
+                    chain_recalibrator(), warm, n_items=2000, random_state=0, client=c
+                )
+                print(
+                    f"chains: fit on 2,000 sampled words (one worker, incl. first compilation): "
+                    f"{time.perf_counter() - t:.1f} s; method per kind {_chosen(rec)}"
+                )
             _header("tokens")
             for n_tokens in args.tokens:
                 data = root / f"data_{n_tokens}"
                 n, n_items = make_dataset(data, n_tokens)
                 size = sum(f.stat().st_size for f in data.glob("*.parquet")) / 2**20
-                print(f"# {n} tokens, {n_items} words, {len(list(data.glob('*.parquet')))} partitions, "
-                      f"{size:.0f} MiB on disk")
+                print(
+                    f"# {n} tokens, {n_items} words, "
+                    f"{len(list(data.glob('*.parquet')))} partitions, "
+                    f"{size:.0f} MiB on disk"
+                )
                 measure(rec, warm, data, root, n, "tokens", {})
                 shutil.rmtree(data)
         if images:
             warm = root / "warm_images"
             make_images(warm, 4, seed=1)
-            with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cl, Client(cl) as c:
+            with (
+                LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cl,
+                Client(cl) as c,
+            ):
                 t = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    rec = fit_recalibrator(graph_recalibrator(), warm, n_items=4, random_state=0,
-                                           client=c, **GRAPH_OPTIONS)
-                print(f"graphs: fit on 4 sampled images (one worker, incl. first compilation): "
-                      f"{time.perf_counter() - t:.1f} s; k per kind "
-                      f"{ {k: f.n_neighbors_ for k, f in rec.forecasters_.items() if hasattr(f, 'n_neighbors_')} }")
+                    rec = fit_recalibrator(
+                        graph_recalibrator(),
+                        warm,
+                        n_items=4,
+                        random_state=0,
+                        client=c,
+                        **GRAPH_OPTIONS,
+                    )
+                print(
+                    f"graphs: fit on 4 sampled images (one worker, incl. first compilation): "
+                    f"{time.perf_counter() - t:.1f} s; method per kind {_chosen(rec)}"
+                )
             _header("nodes")
             for n_images in images:
                 data = root / f"images_{n_images}"
                 n, _ = make_images(data, n_images)
                 size = sum(f.stat().st_size for f in data.glob("*.parquet")) / 2**20
-                print(f"# {n} nodes, {n_images} images of {H} x {W}, "
-                      f"{len(list(data.glob('*.parquet')))} partitions, {size:.0f} MiB on disk")
+                print(
+                    f"# {n} nodes, {n_images} images of {H} x {W}, "
+                    f"{len(list(data.glob('*.parquet')))} partitions, {size:.0f} MiB on disk"
+                )
                 measure(rec, warm, data, root, n, "nodes", GRAPH_OPTIONS)
                 shutil.rmtree(data)
     finally:

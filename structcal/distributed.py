@@ -5,10 +5,9 @@ imported on first use. The single-process API (:class:`~structcal.StructuredPred
 + :class:`~structcal.StructuredRecalibrator`) is the reference: every event of an item
 gets exactly the probability the single-process path gives that item.
 
-Dataset layout
---------------
-A dataset is a directory of Parquet files ``part-*.parquet``, each one partition holding
-whole items (chains or graphs). Every file's schema metadata says how to read it:
+**Dataset layout.** A dataset is a directory of Parquet files ``part-*.parquet``, each
+one partition holding whole items (chains or graphs). Every file's schema metadata says
+how to read it:
 
 ==============================  ========================================================
 key                             value
@@ -75,9 +74,8 @@ order, list lengths that do not match ``K`` or the graph's size, edges out of ra
 self-loops or repeated edges, labels out of range, partitions that disagree on the
 metadata. Nothing is read with per-node Python loops: each column is flattened once.
 
-Output of :func:`apply_recalibrator`
-------------------------------------
-A directory of Parquet files, one per input partition, with one row per event:
+**Output** of :func:`apply_recalibrator`: a directory of Parquet files, one per input
+partition, with one row per event:
 
 ``item``
     The item id.
@@ -105,15 +103,13 @@ when every partition succeeded, the partitions hold disjoint items and agree on 
 metadata. A failed run leaves nothing at the destination. :func:`write_chain_dataset` and
 :func:`write_graph_dataset` write the same way.
 
-How the recalibrator reaches the workers
-----------------------------------------
-In its saved form (:func:`structcal.io.dumps`: the manifest and arrays of
-:func:`structcal.io.save`, as bytes; never pickle), inside a task the scheduler can
-re-run if a worker dies. Each worker loads it with :func:`structcal.io.loads`, which
-checks the format version and the allow-list, and checks that it runs the client's
-structcal version. A recalibrator that cannot be saved (a user-defined event kind or
-predicate off the allow-list) travels as a Python object instead (Dask serialises it in
-transit), with the same version check. :func:`apply_recalibrator` also accepts the path
+**How the recalibrator reaches the workers:** in its saved form
+(:func:`structcal.io.dumps`: the manifest and arrays of :func:`structcal.io.save`, as
+bytes; never pickle), inside a task the scheduler can re-run if a worker dies. Each
+worker loads it with :func:`structcal.io.loads`, which checks the format version and the
+allow-list, and checks that it runs the client's structcal version. A recalibrator that
+cannot be saved (a user-defined event kind or predicate off the allow-list) travels as a
+Python object instead (Dask serialises it in transit), with the same version check. :func:`apply_recalibrator` also accepts the path
 of a saved recalibrator, checked on the client before anything runs.
 """
 
@@ -200,7 +196,7 @@ class _Meta:
         return {(_KEY + k).encode(): v.encode() for k, v in meta.items()}
 
     def key(self) -> tuple:
-        """What partitions of one dataset must agree on."""
+        """Return what the partitions of one dataset must agree on."""
         pw = None if self.pairwise is None else (self.pairwise.shape, self.pairwise.tobytes())
         return (self.structure, self.n_states, self.form, pw, sorted(self.node_data.items()))
 
@@ -226,11 +222,15 @@ def _meta(raw: dict | None, where: str) -> _Meta:
     if version == "1":  # chains, one transition matrix
         pw = matrices("transitions")
         if pw.ndim != 2 or pw.shape[0] != pw.shape[1]:
-            raise ParameterError(f"{where}: {_KEY}transitions must be a square matrix; got shape {pw.shape}")
+            raise ParameterError(
+                f"{where}: {_KEY}transitions must be a square matrix; got shape {pw.shape}"
+            )
         return _Meta("1", "chain", pw.shape[0], "shared", pw)
     structure = get("structure")
     if structure not in _FORMS:
-        raise ParameterError(f"{where}: {_KEY}structure must be 'chain' or 'graph'; got {structure!r}")
+        raise ParameterError(
+            f"{where}: {_KEY}structure must be 'chain' or 'graph'; got {structure!r}"
+        )
     form = get("pairwise_form")
     if form not in _FORMS[structure]:
         raise ParameterError(
@@ -239,7 +239,10 @@ def _meta(raw: dict | None, where: str) -> _Meta:
         )
     try:
         K = int(get("n_states"))
-        node_data = {str(k): tuple(int(d) for d in v) for k, v in json.loads(get("node_data") or "{}").items()}
+        node_data = {
+            str(k): tuple(int(d) for d in v)
+            for k, v in json.loads(get("node_data") or "{}").items()
+        }
     except (TypeError, ValueError, AttributeError) as exc:
         raise ParameterError(f"{where}: bad {_KEY}n_states or {_KEY}node_data: {exc}") from None
     if K < 1:
@@ -260,7 +263,7 @@ def _meta(raw: dict | None, where: str) -> _Meta:
 
 
 def _list_array(values: np.ndarray, counts: np.ndarray):
-    """An Arrow list column: row ``r`` holds the next ``counts[r]`` entries of ``values``."""
+    """Build an Arrow list column: row ``r`` holds the next ``counts[r]`` entries of ``values``."""
     pa, _, _ = _pyarrow()
     offsets = np.zeros(counts.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
@@ -270,7 +273,7 @@ def _list_array(values: np.ndarray, counts: np.ndarray):
 
 
 def _lists(table, name, where, *, dtype, nullable=False):
-    """``(counts, values)`` of a list column, flattened once (no per-row Python)."""
+    """Return ``(counts, values)`` of a list column, flattened once (no per-row Python)."""
     _, pc, _ = _pyarrow()
     col = table.column(name).combine_chunks()
     if col.null_count and not nullable:
@@ -279,10 +282,16 @@ def _lists(table, name, where, *, dtype, nullable=False):
     try:
         counts = pc.fill_null(pc.list_value_length(col), 0).to_numpy().astype(np.int64)
         values = pc.list_flatten(col).to_numpy(zero_copy_only=False)
-    except Exception as exc:  # noqa: BLE001  (ArrowInvalid/NotImplemented for non-list types)
-        raise ParameterError(f"{where}: column {name!r} must be a list column; got {col.type}") from None
-    if values.dtype.kind not in "biuf" or (np.dtype(dtype).kind in "iu" and values.dtype.kind == "f"):
-        raise ParameterError(f"{where}: column {name!r} must hold numbers of kind {np.dtype(dtype)}; got {col.type}")
+    except Exception:  # noqa: BLE001  (ArrowInvalid/NotImplemented for non-list types)
+        raise ParameterError(
+            f"{where}: column {name!r} must be a list column; got {col.type}"
+        ) from None
+    if values.dtype.kind not in "biuf" or (
+        np.dtype(dtype).kind in "iu" and values.dtype.kind == "f"
+    ):
+        raise ParameterError(
+            f"{where}: column {name!r} must hold numbers of kind {np.dtype(dtype)}; got {col.type}"
+        )
     return counts, values
 
 
@@ -331,14 +340,16 @@ class Partition:
     node_data: dict
 
     def prediction(self, **inference_options):
-        """A :class:`~structcal.StructuredPrediction` of these items (with their ``node_data``)."""
+        """Return a :class:`~structcal.StructuredPrediction` of these items and their node data."""
         from .prediction import StructuredPrediction
 
-        return StructuredPrediction(self.potentials, node_data=self.node_data or None, **inference_options)
+        return StructuredPrediction(
+            self.potentials, node_data=self.node_data or None, **inference_options
+        )
 
 
 def _labels_node_data(table, meta, ids, sizes, per_row, where):
-    """The label and node-data columns (one value, or list of values, per row)."""
+    """Read the label and node-data columns (one value, or list of values, per row)."""
     n_nodes = int(sizes.sum())
     labels = None
     if "label" in table.column_names:
@@ -351,7 +362,8 @@ def _labels_node_data(table, meta, ids, sizes, per_row, where):
         bad = (labels < 0) | (labels >= meta.n_states)
         if bad.any():
             raise ParameterError(
-                f"{where}: labels must lie in [0, {meta.n_states}); got {int(labels[np.argmax(bad)])}"
+                f"{where}: labels must lie in [0, {meta.n_states}); "
+                f"got {int(labels[np.argmax(bad)])}"
             )
     node_data = {}
     for name, shape in meta.node_data.items():
@@ -393,8 +405,14 @@ def _decode_chain(table, meta, where):
     pairwise = meta.pairwise
     if meta.form == "per_edge":
         counts, values_pw = _lists(table, "pairwise", where, dtype=np.float64, nullable=True)
-        _check_counts(counts, np.where(position > 0, K * K, 0), item, "pairwise", where,
-                      "K * K after position 0, none at position 0")
+        _check_counts(
+            counts,
+            np.where(position > 0, K * K, 0),
+            item,
+            "pairwise",
+            where,
+            "K * K after position 0, none at position 0",
+        )
         pairwise = values_pw.reshape(-1, K, K)
     labels, node_data = _labels_node_data(table, meta, item, np.ones(n, np.int64), True, where)
     try:
@@ -407,7 +425,9 @@ def _decode_chain(table, meta, where):
 def _decode_graph(table, meta, where):
     from .potentials import GraphPotentials
 
-    extra = {"typed": ("edge_type",), "per_edge": ("pairwise",), "potts": ("potts",)}.get(meta.form, ())
+    extra = {"typed": ("edge_type",), "per_edge": ("pairwise",), "potts": ("potts",)}.get(
+        meta.form, ()
+    )
     missing = [c for c in ("item", "unary", "edges") + extra if c not in table.column_names]
     if missing:
         raise ParameterError(f"{where}: missing column(s) {missing}; found {table.column_names}")
@@ -433,7 +453,9 @@ def _decode_graph(table, meta, where):
     ecounts, local = _lists(table, "edges", where, dtype=np.int64)
     if (ecounts % 2).any():
         r = int(np.argmax(ecounts % 2))
-        raise ParameterError(f"{where}: item {int(ids[r])}: `edges` holds an odd number of node indices")
+        raise ParameterError(
+            f"{where}: item {int(ids[r])}: `edges` holds an odd number of node indices"
+        )
     m = ecounts // 2
     edge_offsets = np.zeros(ids.shape[0] + 1, dtype=np.int64)
     np.cumsum(m, out=edge_offsets[1:])
@@ -462,8 +484,15 @@ def _decode_graph(table, meta, where):
         pairwise = None
     labels, node_data = _labels_node_data(table, meta, ids, sizes, False, where)
     try:
-        pot = GraphPotentials(unary.reshape(-1, K), offsets, edges, edge_offsets, pairwise,
-                              edge_type=edge_type, potts=potts)
+        pot = GraphPotentials(
+            unary.reshape(-1, K),
+            offsets,
+            edges,
+            edge_offsets,
+            pairwise,
+            edge_type=edge_type,
+            potts=potts,
+        )
     except ParameterError as exc:
         raise ParameterError(f"{where}: {exc}") from None
     return Partition(pot, ids, labels, node_data)
@@ -485,7 +514,9 @@ def _open(file, *, items=None, columns=None):
     except (OSError, pa.ArrowException) as exc:
         raise ParameterError(f"{where}: cannot read it as Parquet: {exc}") from None
     if items is not None:
-        table = table.filter(pc.is_in(table.column("item"), value_set=pa.array(np.asarray(items, np.int64))))
+        table = table.filter(
+            pc.is_in(table.column("item"), value_set=pa.array(np.asarray(items, np.int64)))
+        )
     return table, meta, where
 
 
@@ -530,11 +561,13 @@ def _partitions(source):
 
 
 def _disagreeing(keys, files) -> str | None:
-    """A message naming two partitions whose metadata differ, or None."""
+    """Return a message naming two partitions whose metadata differ, or None."""
     for k, f in zip(keys, files):
         if k != keys[0]:
-            return (f"partitions {Path(files[0]).name} and {Path(f).name} disagree on the dataset "
-                    "metadata (structure, n_states, pairwise form or matrices, node data)")
+            return (
+                f"partitions {Path(files[0]).name} and {Path(f).name} disagree on the dataset "
+                "metadata (structure, n_states, pairwise form or matrices, node data)"
+            )
     return None
 
 
@@ -569,7 +602,7 @@ def _staging(destination):
 
 
 def _item_args(n_items, n_nodes, n_states, sizes, item_ids, labels, node_data, per):
-    """Checked ``(per, ids, flat labels or None, node_data)`` for the writers."""
+    """Check the writers' arguments: ``(per, ids, flat labels or None, node_data)``."""
     from ._validation import check_int
 
     per = check_int(per, "items_per_partition", low=1)
@@ -581,15 +614,21 @@ def _item_args(n_items, n_nodes, n_states, sizes, item_ids, labels, node_data, p
     if labels is not None:
         if isinstance(labels, (list, tuple)):
             if len(labels) != n_items:
-                raise ParameterError(f"`labels` must hold one labeling per item ({n_items}); got {len(labels)}")
+                raise ParameterError(
+                    f"`labels` must hold one labeling per item ({n_items}); got {len(labels)}"
+                )
             got = np.array([np.size(lab) for lab in labels], dtype=np.int64)
             _check_counts(got, sizes, ids, "labels", "`labels`", "one label per node")
             parts = [np.asarray(lab).ravel() for lab in labels]
-            flat = np.concatenate([p if p.size else p.astype(np.int64) for p in parts] or [np.zeros(0, np.int64)])
+            flat = np.concatenate(
+                [p if p.size else p.astype(np.int64) for p in parts] or [np.zeros(0, np.int64)]
+            )
         else:
             flat = np.asarray(labels).ravel()
         if flat.shape != (n_nodes,) or (flat.size and flat.dtype.kind not in "iu"):
-            raise ParameterError(f"`labels` must hold one integer label per node ({n_nodes}); got {flat.shape}")
+            raise ParameterError(
+                f"`labels` must hold one integer label per node ({n_nodes}); got {flat.shape}"
+            )
         flat = flat.astype(np.int64)
         if flat.size and (flat.min() < 0 or flat.max() >= n_states):
             raise ParameterError(f"`labels` must lie in [0, {n_states})")
@@ -611,7 +650,9 @@ def _write(path, meta, n_items, per, table_of):
     files = []
     with _staging(path) as tmp:
         for part, first in enumerate(range(0, max(n_items, 1), per)):
-            table = pa.table(table_of(first, min(first + per, n_items))).replace_schema_metadata(meta.encode())
+            table = pa.table(table_of(first, min(first + per, n_items))).replace_schema_metadata(
+                meta.encode()
+            )
             pq.write_table(table, tmp / f"part-{part:05d}.parquet")
             files.append(Path(path) / f"part-{part:05d}.parquet")
     return files
@@ -626,8 +667,9 @@ def _node_columns(data, rows, counts):
     return out
 
 
-def write_chain_dataset(path, potentials, *, items_per_partition, labels=None, item_ids=None,
-                        node_data=None):
+def write_chain_dataset(
+    path, potentials, *, items_per_partition, labels=None, item_ids=None, node_data=None
+):
     """Write a batch of chains as a partitioned Parquet dataset (layout: module docstring).
 
     Parameters
@@ -656,27 +698,46 @@ def write_chain_dataset(path, potentials, *, items_per_partition, labels=None, i
 
     pa, _, _ = _pyarrow()
     if not isinstance(potentials, ChainPotentials):
-        raise ParameterTypeError(f"`potentials` must be a ChainPotentials; got {type(potentials).__name__}")
+        raise ParameterTypeError(
+            f"`potentials` must be a ChainPotentials; got {type(potentials).__name__}"
+        )
     lengths = potentials.lengths
     if (lengths == 0).any():
-        raise ParameterError(f"empty chains cannot be stored; chain {int(np.argmin(lengths))} has length 0")
+        raise ParameterError(
+            f"empty chains cannot be stored; chain {int(np.argmin(lengths))} has length 0"
+        )
     K = potentials.n_states
-    per, ids, flat, data = _item_args(potentials.n_chains, potentials.n_tokens, K, lengths,
-                                      item_ids, labels, node_data, items_per_partition)
+    per, ids, flat, data = _item_args(
+        potentials.n_chains,
+        potentials.n_tokens,
+        K,
+        lengths,
+        item_ids,
+        labels,
+        node_data,
+        items_per_partition,
+    )
     shared = potentials.shared_pairwise
-    meta = _Meta(str(FORMAT_VERSION), "chain", K, "shared" if shared else "per_edge",
-                 np.asarray(potentials.pairwise) if shared else None,
-                 {k: v.shape[1:] for k, v in data.items()})
+    meta = _Meta(
+        str(FORMAT_VERSION),
+        "chain",
+        K,
+        "shared" if shared else "per_edge",
+        np.asarray(potentials.pairwise) if shared else None,
+        {k: v.shape[1:] for k, v in data.items()},
+    )
     offs, eoffs = potentials.offsets, potentials.edge_offsets
 
     def table_of(first, last):
         s, e = int(offs[first]), int(offs[last])
         position = potentials.position_index[s:e]
-        cols = {"item": pa.array(np.repeat(ids[first:last], lengths[first:last])),
-                "position": pa.array(position),
-                "unary": _list_array(potentials.unary[s:e].ravel(), np.full(e - s, K))}
+        cols = {
+            "item": pa.array(np.repeat(ids[first:last], lengths[first:last])),
+            "position": pa.array(position),
+            "unary": _list_array(potentials.unary[s:e].ravel(), np.full(e - s, K)),
+        }
         if not shared:
-            pw = potentials.pairwise[int(eoffs[first]):int(eoffs[last])]
+            pw = potentials.pairwise[int(eoffs[first]) : int(eoffs[last])]
             cols["pairwise"] = _list_array(pw.ravel(), np.where(position > 0, K * K, 0))
         if flat is not None:
             cols["label"] = pa.array(flat[s:e])
@@ -686,8 +747,9 @@ def write_chain_dataset(path, potentials, *, items_per_partition, labels=None, i
     return _write(path, meta, potentials.n_chains, per, table_of)
 
 
-def write_graph_dataset(path, potentials, *, items_per_partition, labels=None, item_ids=None,
-                        node_data=None):
+def write_graph_dataset(
+    path, potentials, *, items_per_partition, labels=None, item_ids=None, node_data=None
+):
     """Write a batch of graphs as a partitioned Parquet dataset, one row per graph.
 
     Parameters
@@ -731,29 +793,48 @@ def write_graph_dataset(path, potentials, *, items_per_partition, labels=None, i
 
     pa, _, _ = _pyarrow()
     if not isinstance(potentials, GraphPotentials):
-        raise ParameterTypeError(f"`potentials` must be a GraphPotentials; got {type(potentials).__name__}")
+        raise ParameterTypeError(
+            f"`potentials` must be a GraphPotentials; got {type(potentials).__name__}"
+        )
     K, sizes, m = potentials.n_states, potentials.sizes, potentials.edge_counts
-    per, ids, flat, data = _item_args(potentials.n_graphs, potentials.n_nodes, K, sizes,
-                                      item_ids, labels, node_data, items_per_partition)
+    per, ids, flat, data = _item_args(
+        potentials.n_graphs,
+        potentials.n_nodes,
+        K,
+        sizes,
+        item_ids,
+        labels,
+        node_data,
+        items_per_partition,
+    )
     form = {"shared": "shared", "potts": "potts"}.get(potentials.pairwise_kind)
     if form is None:
         form = "per_edge" if potentials.edge_type is None else "typed"
-    meta = _Meta(str(FORMAT_VERSION), "graph", K, form,
-                 np.asarray(potentials.pairwise) if form in ("shared", "typed") else None,
-                 {k: v.shape[1:] for k, v in data.items()})
+    meta = _Meta(
+        str(FORMAT_VERSION),
+        "graph",
+        K,
+        form,
+        np.asarray(potentials.pairwise) if form in ("shared", "typed") else None,
+        {k: v.shape[1:] for k, v in data.items()},
+    )
     offs, eoffs = potentials.offsets, potentials.edge_offsets
     local = potentials.edges - np.repeat(offs[:-1], m)[:, None]
 
     def table_of(first, last):
         s, e = int(offs[first]), int(offs[last])
         es, ee = int(eoffs[first]), int(eoffs[last])
-        cols = {"item": pa.array(ids[first:last]),
-                "unary": _list_array(potentials.unary[s:e].ravel(), sizes[first:last] * K),
-                "edges": _list_array(local[es:ee].ravel(), 2 * m[first:last])}
+        cols = {
+            "item": pa.array(ids[first:last]),
+            "unary": _list_array(potentials.unary[s:e].ravel(), sizes[first:last] * K),
+            "edges": _list_array(local[es:ee].ravel(), 2 * m[first:last]),
+        }
         if form == "typed":
             cols["edge_type"] = _list_array(potentials.edge_type[es:ee], m[first:last])
         elif form == "per_edge":
-            cols["pairwise"] = _list_array(potentials.pairwise[es:ee].ravel(), m[first:last] * K * K)
+            cols["pairwise"] = _list_array(
+                potentials.pairwise[es:ee].ravel(), m[first:last] * K * K
+            )
         elif form == "potts":
             cols["potts"] = _list_array(potentials.potts[es:ee], m[first:last])
         if flat is not None:
@@ -764,11 +845,11 @@ def write_graph_dataset(path, potentials, *, items_per_partition, labels=None, i
     return _write(path, meta, potentials.n_graphs, per, table_of)
 
 
-# ---------------------------------------------------------------------------- the recalibrator in transit
+# ---------------------------------------------------------------------------- in transit
 
 
 def _pack(recalibrator):
-    """The recalibrator's saved form (bytes) if it can be saved, else the object itself."""
+    """Return the recalibrator's saved form (bytes) if it can be saved, else the object itself."""
     from . import io
 
     try:
@@ -798,7 +879,9 @@ def _recalibrator_iv(recalibrator):
 
     if isinstance(recalibrator, (str, os.PathLike)):
         return io.load(recalibrator, expected_class=StructuredRecalibrator)
-    if not isinstance(recalibrator, StructuredRecalibrator) or not hasattr(recalibrator, "forecasters_"):
+    if not isinstance(recalibrator, StructuredRecalibrator) or not hasattr(
+        recalibrator, "forecasters_"
+    ):
         raise ParameterError(
             "`recalibrator` must be a fitted StructuredRecalibrator or the path of a saved one; "
             f"got {type(recalibrator).__name__}"
@@ -810,8 +893,11 @@ def _recalibrator_iv(recalibrator):
 
 
 def _single_thread():
-    """Run Numba's kernels on this worker thread only: Dask's workers and threads are the
-    parallelism, and a kernel thread pool per worker would oversubscribe the cores."""
+    """Run Numba's kernels on this worker thread only.
+
+    Dask's workers and threads are the parallelism; a kernel thread pool per worker would
+    oversubscribe the cores.
+    """
     import numba
 
     numba.set_num_threads(1)  # per calling thread
@@ -853,7 +939,9 @@ def _client(client):
     try:
         from distributed import get_client
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError('structcal.distributed needs dask[distributed]: pip install "structcal[dask]"') from exc
+        raise ImportError(
+            'structcal.distributed needs dask[distributed]: pip install "structcal[dask]"'
+        ) from exc
     return get_client()  # the current client, or ValueError naming the problem
 
 
@@ -902,8 +990,9 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, **infe
         # is recovered by recomputing it (scattered data would be lost with its worker)
         rec = client.submit(_identity, payload, pure=False)
         futures = [
-            client.submit(_predict_partition, rec, str(f), str(tmp), _version(), inference_options,
-                          pure=False)
+            client.submit(
+                _predict_partition, rec, str(f), str(tmp), _version(), inference_options, pure=False
+            )
             for f in files
         ]
         results = client.gather(futures)
@@ -911,11 +1000,18 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, **infe
         problem = _disagreeing([r[2] for r in results], files)
         if problem:
             raise ParameterError(problem)
-        info = {"n_items": int(ids.size), "n_events": int(sum(r[1] for r in results)),
-                "n_partitions": len(files)}
-        success = {**info, "structcal_version": _version(),
-                   "recalibrator_sha256": hashlib.sha256(payload).hexdigest()
-                   if isinstance(payload, bytes) else None}
+        info = {
+            "n_items": int(ids.size),
+            "n_events": int(sum(r[1] for r in results)),
+            "n_partitions": len(files),
+        }
+        success = {
+            **info,
+            "structcal_version": _version(),
+            "recalibrator_sha256": hashlib.sha256(payload).hexdigest()
+            if isinstance(payload, bytes)
+            else None,
+        }
         (tmp / "_SUCCESS").write_text(json.dumps(success))
     return {"destination": Path(destination), **info}
 
@@ -969,14 +1065,18 @@ def _fit_on_pieces(payload, version, pieces, files, inference_options):
         raise ParameterError(problem)
     table = pa.concat_tables([p[0] for p in pieces])
     meta = _meta(pieces[0][0].schema.metadata, "sample")
-    keys = [("item", "ascending")] + ([("position", "ascending")] if meta.structure == "chain" else [])
+    keys = [("item", "ascending")] + (
+        [("position", "ascending")] if meta.structure == "chain" else []
+    )
     table = table.sort_by(keys)  # one mechanism: the sample reads like one partition
     part = _DECODERS[meta.structure](table, meta, "sample")
     fitted = clone(template).fit(part.prediction(**inference_options), part.labels)
     return _pack(fitted)
 
 
-def fit_recalibrator(recalibrator, source, *, n_items, random_state, client=None, **inference_options):
+def fit_recalibrator(
+    recalibrator, source, *, n_items, random_state, client=None, **inference_options
+):
     """Fit a recalibrator on a seeded random sample of the items of a chain or graph dataset.
 
     Parameters
@@ -1021,8 +1121,15 @@ def fit_recalibrator(recalibrator, source, *, n_items, random_state, client=None
     chosen = sample_items(source, n_items, random_state=random_state, client=client)
     files = [str(f) for f in _partitions(source)]
     pieces = [client.submit(_read_sample, f, chosen, pure=False) for f in files]
-    fitted = client.submit(_fit_on_pieces, _pack(recalibrator), _version(), pieces, files,
-                           inference_options, pure=False).result()
+    fitted = client.submit(
+        _fit_on_pieces,
+        _pack(recalibrator),
+        _version(),
+        pieces,
+        files,
+        inference_options,
+        pure=False,
+    ).result()
     if isinstance(fitted, bytes):  # (not the workers' cache: the caller gets its own object)
         from . import io
 

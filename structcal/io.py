@@ -110,7 +110,7 @@ def _jsonable(value):
 
 
 def _serialise(model, metadata) -> tuple[dict, bytes]:
-    """The manifest (with the checksum) and the ``.npz`` bytes of a model: its saved form."""
+    """Return the manifest (with the checksum) and the ``.npz`` bytes of a model: its saved form."""
     from . import __version__
     from ._state import encode
 
@@ -250,7 +250,9 @@ def loads(data, *, expected_class: type | None = None):
     """
     where = "<bytes>"
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise ParameterTypeError(f"`data` must be bytes from structcal.io.dumps; got {type(data).__name__}")
+        raise ParameterTypeError(
+            f"`data` must be bytes from structcal.io.dumps; got {type(data).__name__}"
+        )
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             if sorted(zf.namelist()) != sorted(_DUMP_MEMBERS):
@@ -375,7 +377,7 @@ def load(path, *, expected_class: type | None = None):
 
 
 def _build(manifest, npz_bytes, where, expected_class, *, npz_where):
-    """The model a checked manifest describes, its arrays read by ``npz_bytes()``."""
+    """Build the model a checked manifest describes, its arrays read by ``npz_bytes()``."""
     name = manifest.get("class")
     generic = "state" in manifest
     if generic:

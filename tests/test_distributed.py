@@ -35,9 +35,12 @@ def client():
 
     # one worker death fails the run at once (the default retries it 3 times)
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster, distributed.Client(cluster) as c:
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+            ) as cluster,
+            distributed.Client(cluster) as c,
+        ):
             yield c
 
 
@@ -52,14 +55,16 @@ def _world(n_items, seed, K=5):
     offs = pot.offsets
     for i, lab in enumerate(labels):
         keep = rng.random(lab.size) < 0.7
-        lab[keep] = map_labels[offs[i]:offs[i + 1]][keep]
+        lab[keep] = map_labels[offs[i] : offs[i + 1]][keep]
     return pot, labels
 
 
 def _recalibrator():
     return StructuredRecalibrator(
-        kinds=[MAPEvent(), MarginalEvent()], features=["phi_mp1", "phi_mg2"],
-        forecaster=KNNRegionForecaster(k_grid=[5, 10, 20], random_state=0), method="forecaster",
+        kinds=[MAPEvent(), MarginalEvent()],
+        features=["phi_mp1", "phi_mg2"],
+        forecaster=KNNRegionForecaster(k_grid=[5, 10, 20], random_state=0),
+        method="forecaster",
     )
 
 
@@ -68,10 +73,14 @@ def test_apply_and_fit_equal_the_single_process_path(client, tmp_path):
     ids = np.arange(120) * 3 + 7  # ids need not be 0..n-1
     write_chain_dataset(tmp_path / "data", pot, items_per_partition=25, labels=labels, item_ids=ids)
     chosen = sample_items(tmp_path / "data", 80, random_state=4, client=client)
-    rec = fit_recalibrator(_recalibrator(), tmp_path / "data", n_items=80, random_state=4, client=client)
+    rec = fit_recalibrator(
+        _recalibrator(), tmp_path / "data", n_items=80, random_state=4, client=client
+    )
     # single process, on the same items in id order
     rows = np.searchsorted(ids, chosen)
-    sub = ChainPotentials.from_list([pot.unary[pot.offsets[i]:pot.offsets[i + 1]] for i in rows], pot.pairwise)
+    sub = ChainPotentials.from_list(
+        [pot.unary[pot.offsets[i] : pot.offsets[i + 1]] for i in rows], pot.pairwise
+    )
     ref = _recalibrator().fit(StructuredPrediction(sub), [labels[i] for i in rows])
     for key in ref.forecasters_:
         np.testing.assert_array_equal(rec.forecasters_[key].X_fit_, ref.forecasters_[key].X_fit_)
@@ -87,9 +96,13 @@ def test_apply_and_fit_equal_the_single_process_path(client, tmp_path):
 
     # per-edge transitions (e.g. an outside model's, start/end folded in): same path
     K = pot.n_states
-    per_edge = ChainPotentials(pot.unary, pot.offsets, np.random.default_rng(5).normal(size=(pot.n_edges, K, K)))
+    per_edge = ChainPotentials(
+        pot.unary, pot.offsets, np.random.default_rng(5).normal(size=(pot.n_edges, K, K))
+    )
     want = ref.predict(StructuredPrediction(per_edge), labels)  # (first: workers load its kernels)
-    write_chain_dataset(tmp_path / "edges", per_edge, items_per_partition=40, labels=labels, item_ids=ids)
+    write_chain_dataset(
+        tmp_path / "edges", per_edge, items_per_partition=40, labels=labels, item_ids=ids
+    )
     apply_recalibrator(ref, tmp_path / "edges", tmp_path / "out_edges", client=client)
     _assert_same_events(tmp_path / "out_edges", want, ids, pot.offsets)
 
@@ -138,15 +151,23 @@ def test_bad_datasets_fail_without_output(client, tmp_path):
     last = a.column("item").to_numpy() == 19
     meta = a.schema.metadata
     _rewrite(files[0], a.filter(pa.array(~last)).replace_schema_metadata(meta))
-    _rewrite(files[1], pa.concat_tables([a.filter(pa.array(last)), b]).replace_schema_metadata(meta))
+    _rewrite(
+        files[1], pa.concat_tables([a.filter(pa.array(last)), b]).replace_schema_metadata(meta)
+    )
     read_partition(files[1])  # item 19 whole and first in part 1: fine on its own
     head = a.filter(pa.array(last)).slice(0, 1)  # now put its first token back in part 0 too
     if a.filter(pa.array(last)).num_rows > 1:
-        _rewrite(files[0], pa.concat_tables([a.filter(pa.array(~last)), head]).replace_schema_metadata(meta))
+        _rewrite(
+            files[0],
+            pa.concat_tables([a.filter(pa.array(~last)), head]).replace_schema_metadata(meta),
+        )
         with pytest.raises(ParameterError, match="item 19 is not whole"):
             apply_recalibrator(rec, data, tmp_path / "o1", client=client)
     else:
-        _rewrite(files[0], pa.concat_tables([a.filter(pa.array(~last)), head]).replace_schema_metadata(meta))
+        _rewrite(
+            files[0],
+            pa.concat_tables([a.filter(pa.array(~last)), head]).replace_schema_metadata(meta),
+        )
         with pytest.raises(ParameterError, match="item 19 appears in more than one partition"):
             apply_recalibrator(rec, data, tmp_path / "o1", client=client)
     assert not (tmp_path / "o1").exists()
@@ -164,8 +185,15 @@ def test_bad_datasets_fail_without_output(client, tmp_path):
     assert not (tmp_path / "o2").exists()
 
     # partitions that disagree on the shared transition matrix
-    pq.write_table(t1.replace_schema_metadata({**t1.schema.metadata, b"structcal.pairwise": json.dumps(
-        (pot.pairwise + 1).tolist()).encode()}), files[1])
+    pq.write_table(
+        t1.replace_schema_metadata(
+            {
+                **t1.schema.metadata,
+                b"structcal.pairwise": json.dumps((pot.pairwise + 1).tolist()).encode(),
+            }
+        ),
+        files[1],
+    )
     with pytest.raises(ParameterError, match="part-00000.parquet and part-00001.parquet disagree"):
         apply_recalibrator(rec, data2, tmp_path / "o2", client=client)
     assert not (tmp_path / "o2").exists()
@@ -177,7 +205,10 @@ def test_bad_datasets_fail_without_output(client, tmp_path):
     _rewrite(files[0], t.drop(["position"]))
     with pytest.raises(ParameterError, match=r"missing column\(s\) \['position'\]"):
         apply_recalibrator(rec, data3, tmp_path / "o3", client=client)
-    _rewrite(files[0], t.replace_schema_metadata({**t.schema.metadata, b"structcal.format_version": b"99"}))
+    _rewrite(
+        files[0],
+        t.replace_schema_metadata({**t.schema.metadata, b"structcal.format_version": b"99"}),
+    )
     with pytest.raises(ParameterError, match="format_version 99; this structcal reads 1, 2"):
         apply_recalibrator(rec, data3, tmp_path / "o3", client=client)
     assert not (tmp_path / "o3").exists()
@@ -196,7 +227,9 @@ def _graphs(n_items, seed, form, K=3):
     unaries, edges = [], []
     for _ in range(n_items):
         n = int(rng.integers(0, 9))
-        pairs = np.array([(a, b) for a in range(n) for b in range(a + 1, n)], dtype=np.int64).reshape(-1, 2)
+        pairs = np.array(
+            [(a, b) for a in range(n) for b in range(a + 1, n)], dtype=np.int64
+        ).reshape(-1, 2)
         e = pairs[rng.random(len(pairs)) < 0.3]
         flip = rng.random(len(e)) < 0.5
         e[flip] = e[flip][:, ::-1]  # either orientation
@@ -206,8 +239,9 @@ def _graphs(n_items, seed, form, K=3):
     if form == "shared":
         pot = GraphPotentials.from_list(unaries, edges, np.eye(K) * 0.8)
     elif form == "typed":
-        pot = GraphPotentials.from_list(unaries, edges, rng.normal(size=(2, K, K)),
-                                        edge_type=[rng.integers(0, 2, k) for k in m])
+        pot = GraphPotentials.from_list(
+            unaries, edges, rng.normal(size=(2, K, K)), edge_type=[rng.integers(0, 2, k) for k in m]
+        )
     elif form == "per_edge":
         pot = GraphPotentials.from_list(unaries, edges, [rng.normal(size=(k, K, K)) for k in m])
     else:
@@ -230,24 +264,45 @@ def test_graph_layout_round_trips_every_pairwise_form(tmp_path):
         assert pot.pairwise_kind == ("typed" if form == "per_edge" else form)
         y = np.random.default_rng(0).integers(0, pot.n_states, pot.n_nodes)
         ids = np.arange(23)[::-1] * 2  # any distinct ids, in any order
-        files = write_graph_dataset(tmp_path / form, pot, items_per_partition=5, labels=y, item_ids=ids,
-                                    node_data={"coords": coords, "w": coords[:, 0] * 0.5})
+        files = write_graph_dataset(
+            tmp_path / form,
+            pot,
+            items_per_partition=5,
+            labels=y,
+            item_ids=ids,
+            node_data={"coords": coords, "w": coords[:, 0] * 0.5},
+        )
         assert len(files) == 5
         parts = [read_partition(f) for f in files]
         np.testing.assert_array_equal(np.concatenate([p.item_ids for p in parts]), ids)
         np.testing.assert_array_equal(np.concatenate([p.labels for p in parts]), y)
-        np.testing.assert_array_equal(np.concatenate([p.node_data["coords"] for p in parts]), coords)
-        np.testing.assert_array_equal(np.concatenate([p.node_data["w"] for p in parts]), coords[:, 0] * 0.5)
-        np.testing.assert_array_equal(np.concatenate([p.potentials.unary for p in parts]), pot.unary)
-        np.testing.assert_array_equal(np.concatenate([p.potentials.sizes for p in parts]), pot.sizes)
-        local = [p.potentials.edges - np.repeat(p.potentials.offsets[:-1], p.potentials.edge_counts)[:, None]
-                 for p in parts]
         np.testing.assert_array_equal(
-            np.concatenate(local), pot.edges - np.repeat(pot.offsets[:-1], pot.edge_counts)[:, None])
-        np.testing.assert_array_equal(np.concatenate([p.potentials.edge_matrices() for p in parts]),
-                                      pot.edge_matrices())
+            np.concatenate([p.node_data["coords"] for p in parts]), coords
+        )
+        np.testing.assert_array_equal(
+            np.concatenate([p.node_data["w"] for p in parts]), coords[:, 0] * 0.5
+        )
+        np.testing.assert_array_equal(
+            np.concatenate([p.potentials.unary for p in parts]), pot.unary
+        )
+        np.testing.assert_array_equal(
+            np.concatenate([p.potentials.sizes for p in parts]), pot.sizes
+        )
+        local = [
+            p.potentials.edges
+            - np.repeat(p.potentials.offsets[:-1], p.potentials.edge_counts)[:, None]
+            for p in parts
+        ]
+        np.testing.assert_array_equal(
+            np.concatenate(local), pot.edges - np.repeat(pot.offsets[:-1], pot.edge_counts)[:, None]
+        )
+        np.testing.assert_array_equal(
+            np.concatenate([p.potentials.edge_matrices() for p in parts]), pot.edge_matrices()
+        )
         assert all(p.potentials.pairwise_kind == pot.pairwise_kind for p in parts)
-    assert 0 in pot.sizes and 0 in pot.edge_counts[pot.sizes > 1]  # empty graphs, graphs without edges
+    assert (
+        0 in pot.sizes and 0 in pot.edge_counts[pot.sizes > 1]
+    )  # empty graphs, graphs without edges
     # an empty batch is one empty partition, read back as an empty batch
     empty = GraphPotentials(np.zeros((0, 2)), [0], np.zeros((0, 2), int), [0], np.eye(2))
     (f,) = write_graph_dataset(tmp_path / "empty", empty, items_per_partition=3)
@@ -256,11 +311,17 @@ def test_graph_layout_round_trips_every_pairwise_form(tmp_path):
 
 def test_chain_per_edge_and_node_data_round_trip_and_version_1_still_reads(tmp_path):
     rng = np.random.default_rng(3)
-    pot = ChainPotentials.from_list([rng.normal(size=(L, 2)) for L in (3, 1, 4)],
-                                    [rng.normal(size=(max(L - 1, 0), 2, 2)) for L in (3, 1, 4)])
-    files = write_chain_dataset(tmp_path / "c", pot, items_per_partition=2, node_data={"x": np.arange(8.0)})
+    pot = ChainPotentials.from_list(
+        [rng.normal(size=(L, 2)) for L in (3, 1, 4)],
+        [rng.normal(size=(max(L - 1, 0), 2, 2)) for L in (3, 1, 4)],
+    )
+    files = write_chain_dataset(
+        tmp_path / "c", pot, items_per_partition=2, node_data={"x": np.arange(8.0)}
+    )
     parts = [read_partition(f) for f in files]
-    np.testing.assert_array_equal(np.concatenate([p.potentials.pairwise for p in parts]), pot.pairwise)
+    np.testing.assert_array_equal(
+        np.concatenate([p.potentials.pairwise for p in parts]), pot.pairwise
+    )
     np.testing.assert_array_equal(np.concatenate([p.node_data["x"] for p in parts]), np.arange(8.0))
     assert parts[0].labels is None
     # a dataset written by format_version 1 (chains, transitions in the metadata)
@@ -298,10 +359,16 @@ def test_bad_graph_datasets_are_refused_naming_the_problem(tmp_path):
     bad(t.set_column(col("edges"), "edges", pa.array(edges)), "self-loops")
     edges = t.column("edges").to_pylist()
     edges[g] = edges[g][:-1]
-    bad(t.set_column(col("edges"), "edges", pa.array(edges)), f"item {g}: `edges` holds an odd number")
+    bad(
+        t.set_column(col("edges"), "edges", pa.array(edges)),
+        f"item {g}: `edges` holds an odd number",
+    )
     unary = t.column("unary").to_pylist()
     unary[g] = unary[g][:-1]
-    bad(t.set_column(col("unary"), "unary", pa.array(unary)), f"item {g}: `unary` holds .* not a multiple")
+    bad(
+        t.set_column(col("unary"), "unary", pa.array(unary)),
+        f"item {g}: `unary` holds .* not a multiple",
+    )
     labels = t.column("label").to_pylist()
     labels[g] = labels[g] + [0]
     bad(t.set_column(col("label"), "label", pa.array(labels)), f"item {g}: column 'label' holds")
@@ -318,25 +385,38 @@ def test_graphs_apply_and_fit_equal_the_single_process_path(client, tmp_path):
     pot, coords = _graphs(60, seed=4, form="per_edge")
     y = _graph_labels(pot, coords, seed=5)
     ids = np.arange(60) * 10 + 3
-    write_graph_dataset(tmp_path / "data", pot, items_per_partition=15, labels=y, item_ids=ids,
-                        node_data={"coords": coords})
+    write_graph_dataset(
+        tmp_path / "data",
+        pot,
+        items_per_partition=15,
+        labels=y,
+        item_ids=ids,
+        node_data={"coords": coords},
+    )
     template = StructuredRecalibrator(
         kinds=[MAPEvent(), MarginalEvent(), ObjectEvents()],
-        features={"map": ["phi_mp1"], "marginal": ["phi_mg2"],
-                  "object": ["set_size", "raw", "object_eccentricity"]},
-        forecaster=KNNRegionForecaster(k_grid=[5, 10], random_state=0), method="forecaster",
+        features={
+            "map": ["phi_mp1"],
+            "marginal": ["phi_mg2"],
+            "object": ["set_size", "raw", "object_eccentricity"],
+        },
+        forecaster=KNNRegionForecaster(k_grid=[5, 10], random_state=0),
+        method="forecaster",
     )
     # single process first (it compiles the kernels the workers then load from the cache)
     chosen = sample_items(tmp_path / "data", 45, random_state=1, client=client)
     rows = np.searchsorted(ids, chosen)
     node_rows = np.concatenate([np.arange(pot.offsets[i], pot.offsets[i + 1]) for i in rows])
-    sub = StructuredPrediction(pot.subset(rows), node_data={"coords": coords[node_rows]}, **GRAPH_OPTIONS)
+    sub = StructuredPrediction(
+        pot.subset(rows), node_data={"coords": coords[node_rows]}, **GRAPH_OPTIONS
+    )
     from sklearn.base import clone
 
     ref = clone(template).fit(sub, y[node_rows])
     want = ref.predict(StructuredPrediction(pot, node_data={"coords": coords}, **GRAPH_OPTIONS), y)
-    rec = fit_recalibrator(template, tmp_path / "data", n_items=45, random_state=1, client=client,
-                           **GRAPH_OPTIONS)
+    rec = fit_recalibrator(
+        template, tmp_path / "data", n_items=45, random_state=1, client=client, **GRAPH_OPTIONS
+    )
     for key in ref.forecasters_:
         np.testing.assert_array_equal(rec.forecasters_[key].X_fit_, ref.forecasters_[key].X_fit_)
         assert rec.forecasters_[key].n_neighbors_ == ref.forecasters_[key].n_neighbors_
@@ -344,8 +424,9 @@ def test_graphs_apply_and_fit_equal_the_single_process_path(client, tmp_path):
     # the saved recalibrator (a path) is what the workers get; the objects come out with
     # their members (positions of their nodes in the graph)
     io.save(ref, tmp_path / "rec")
-    info = apply_recalibrator(tmp_path / "rec", tmp_path / "data", tmp_path / "out", client=client,
-                              **GRAPH_OPTIONS)
+    info = apply_recalibrator(
+        tmp_path / "rec", tmp_path / "data", tmp_path / "out", client=client, **GRAPH_OPTIONS
+    )
     assert info["n_items"] == 60 and info["n_events"] == want.table.n_events
     assert set(want.table.kind_names) == {"map", "marginal", "object"}
     assert (want.table.kind == 2).sum() > 10
@@ -361,7 +442,9 @@ def test_graphs_apply_and_fit_equal_the_single_process_path(client, tmp_path):
         apply_recalibrator(tmp_path / "rec", tmp_path / "data", tmp_path / "o1", client=client)
     files = sorted((tmp_path / "data").glob("part-*.parquet"))
     t0, t1 = pq.read_table(files[0]), pq.read_table(files[1])
-    pq.write_table(pa.concat_tables([t1, t0.slice(2, 1)]).replace_schema_metadata(t1.schema.metadata), files[1])
+    pq.write_table(
+        pa.concat_tables([t1, t0.slice(2, 1)]).replace_schema_metadata(t1.schema.metadata), files[1]
+    )
     with pytest.raises(ParameterError, match=f"item {ids[2]} appears in more than one partition"):
         apply_recalibrator(ref, tmp_path / "data", tmp_path / "o2", client=client, **GRAPH_OPTIONS)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith((".o1", "o1", ".o2", "o2"))]
@@ -384,8 +467,11 @@ def test_a_dying_worker_fails_the_run_without_output(client, tmp_path):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     try:
         pot, labels = _world(30, seed=2)
-        rec = _DiesOnPredict(kinds=[MarginalEvent()], features=["phi_mg2"],
-                             forecaster=KNNRegionForecaster(n_neighbors=5))
+        rec = _DiesOnPredict(
+            kinds=[MarginalEvent()],
+            features=["phi_mg2"],
+            forecaster=KNNRegionForecaster(n_neighbors=5),
+        )
         rec.fit(StructuredPrediction(pot), labels)
         write_chain_dataset(tmp_path / "d", pot, items_per_partition=10, labels=labels)
         with pytest.raises(distributed.scheduler.KilledWorker):
