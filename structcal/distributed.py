@@ -109,8 +109,9 @@ bytes; never pickle), inside a task the scheduler can re-run if a worker dies. E
 worker loads it with :func:`structcal.io.loads`, which checks the format version and the
 allow-list, and checks that it runs the client's structcal version. A recalibrator that
 cannot be saved (a user-defined event kind or predicate off the allow-list) travels as a
-Python object instead (Dask serialises it in transit), with the same version check. :func:`apply_recalibrator` also accepts the path
-of a saved recalibrator, checked on the client before anything runs.
+Python object instead (Dask serialises it in transit), with the same version check.
+:func:`apply_recalibrator` also accepts the path of a saved recalibrator, checked on the
+client before anything runs.
 """
 
 from __future__ import annotations
