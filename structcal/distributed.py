@@ -789,6 +789,7 @@ def write_graph_dataset(
     >>> part = read_partition(root / "d" / "part-00000.parquet")
     >>> part.item_ids.tolist(), part.potentials.edges.tolist(), part.potentials.potts.tolist()
     ([0], [[0, 1], [1, 2]], [0.5, 0.5])
+    >>> import shutil; shutil.rmtree(root)
     """
     from .potentials import GraphPotentials
 

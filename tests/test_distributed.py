@@ -332,6 +332,15 @@ def test_chain_per_edge_and_node_data_round_trip_and_version_1_still_reads(tmp_p
     assert old.potentials.unary[3].tolist() == [2.834, -0.923, 1.065]
 
 
+def test_docstring_examples_run():
+    import doctest
+
+    import structcal.distributed
+
+    result = doctest.testmod(structcal.distributed, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
 def test_bad_graph_datasets_are_refused_naming_the_problem(tmp_path):
     pot, coords = _graphs(12, seed=2, form="potts")
     y = np.zeros(pot.n_nodes, dtype=np.int64)
