@@ -128,6 +128,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._ragged import offsets_from_lengths
 from .exceptions import ParameterError, ParameterTypeError, StructcalError
 
 __all__ = [
@@ -266,8 +267,7 @@ def _meta(raw: dict | None, where: str) -> _Meta:
 def _list_array(values: np.ndarray, counts: np.ndarray):
     """Build an Arrow list column: row ``r`` holds the next ``counts[r]`` entries of ``values``."""
     pa, _, _ = _pyarrow()
-    offsets = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    offsets = offsets_from_lengths(counts)
     if offsets[-1] < 2**31:
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
     return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))  # pragma: no cover
@@ -449,8 +449,7 @@ def _decode_graph(table, meta, where):
             f"of n_states={K}"
         )
     sizes = counts // K
-    offsets = np.zeros(ids.shape[0] + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+    offsets = offsets_from_lengths(sizes)
     ecounts, local = _lists(table, "edges", where, dtype=np.int64)
     if (ecounts % 2).any():
         r = int(np.argmax(ecounts % 2))
@@ -458,8 +457,7 @@ def _decode_graph(table, meta, where):
             f"{where}: item {int(ids[r])}: `edges` holds an odd number of node indices"
         )
     m = ecounts // 2
-    edge_offsets = np.zeros(ids.shape[0] + 1, dtype=np.int64)
-    np.cumsum(m, out=edge_offsets[1:])
+    edge_offsets = offsets_from_lengths(m)
     local = local.astype(np.int64).reshape(-1, 2)
     graph_of_edge = np.repeat(np.arange(ids.shape[0]), m)
     outside = (local < 0) | (local >= sizes[graph_of_edge][:, None])
