@@ -103,7 +103,9 @@ def test_dumps_is_the_saved_form_as_bytes(tmp_path):
             zf.writestr("model.npz", npz)
         return out.getvalue()
 
-    npz = (tmp_path / "toy.npz").read_bytes()
+    with zipfile.ZipFile(BytesIO(blob)) as zf:
+        npz = zf.read("model.npz")
+    assert io.loads(rezip(manifest, npz)).alpha == 0.25
     with pytest.raises(ParameterError, match=r"'<bytes>' has format_version 99"):
         io.loads(rezip({**manifest, "format_version": 99}, npz))
     with pytest.raises(ParameterError, match="SHA-256 differs"):
