@@ -180,7 +180,7 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
         fd, tmp_json = tempfile.mkstemp(dir=npz_path.parent, suffix=".json.tmp")
         tmp_files.append(tmp_json)
         with os.fdopen(fd, "w") as fh:
-            fh.write(_manifest_text(manifest))
+            _write_manifest(fh, manifest)
         for tmp in tmp_files:  # mkstemp creates 0600 files; saved models are ordinary files
             os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp_npz, npz_path)
@@ -192,8 +192,9 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
     return npz_path, json_path
 
 
-def _manifest_text(manifest) -> str:
-    return json.dumps(manifest, indent=2, allow_nan=True) + "\n"
+def _write_manifest(fh, manifest):
+    json.dump(manifest, fh, indent=2, allow_nan=True)
+    fh.write("\n")
 
 
 #: Members of the archive written by :func:`dumps`: the two files :func:`save` writes.
@@ -222,7 +223,9 @@ def dumps(model, *, metadata: dict | None = None) -> bytes:
     manifest, npz = _serialise(model, metadata)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as zf:
-        zf.writestr(_DUMP_MEMBERS[0], _manifest_text(manifest))
+        text = io.StringIO()
+        _write_manifest(text, manifest)
+        zf.writestr(_DUMP_MEMBERS[0], text.getvalue())
         zf.writestr(_DUMP_MEMBERS[1], npz)
     return buffer.getvalue()
 
