@@ -154,6 +154,64 @@ def test_crfsuite_bad_inputs(tmp_path, crfsuite_model):
     assert empty.lengths.tolist() == [0, 1] and np.all(empty.unary == 0)
 
 
+def _feature_batch(rng, n_sentences):
+    """Feature dicts that exercise every attribute rule: str / bool / int / float / numpy
+    values, ``:`` inside keys and values, unknown keys and values, keys in another order,
+    tokens with as many keys but other ones (the sentence ends), a mixed-type key."""
+    words = ["a", "b", "x:q", "zz", "q"]
+    X = []
+    for _ in range(n_sentences):
+        n = int(rng.integers(1, 7))
+        sent = []
+        for i in range(n):
+            w = words[int(rng.integers(0, len(words)))]
+            tok = {"w": w, "n": float(rng.integers(0, 3)) / 2, "flag": bool(rng.integers(0, 2)),
+                   "cnt": int(rng.integers(0, 3)), "w:x": "y", "np": np.float32(0.25), "k": w}
+            if rng.random() < 0.3:  # same keys, another order
+                tok = dict(reversed(list(tok.items())))
+            tok["BOS" if i == 0 else "prev"] = True if i == 0 else sent[-1]["w"]
+            tok["EOS" if i == n - 1 else "next"] = np.bool_(True) if i == n - 1 else "a"
+            sent.append(tok)
+        X.append(sent)
+    return X
+
+
+@pytest.mark.parametrize("path", ["grouped", "pairs"])
+def test_attribute_matrix_equals_python_crfsuite_items(monkeypatch, path):
+    # the grouped (column) and per-pair lookups both give python-crfsuite's attributes
+    from structcal.adapters import crfsuite as adapter
+
+    if path == "pairs":
+        monkeypatch.setattr(adapter, "_MIN_GROUP", 10**9)
+    else:  # (the per-pair lookup must not be needed)
+        monkeypatch.setattr(adapter, "_pair_matrix", None)
+    attributes = ["w:a", "w:x:y", "w:x:q", "w:x", "n", "flag", "cnt", "np", "k:a", "k:zz", "BOS",
+                  "EOS", "prev:x:q", "next:a", "prev:a", "w:q"]
+    m = CRFsuiteModel(["O", "B-X"], attributes, sp.csr_matrix((len(attributes), 2)), np.zeros((2, 2)))
+    rng = np.random.default_rng(3)
+    X = _feature_batch(rng, 200)
+    A, lengths = m.attribute_matrix(X)
+    items = [it for seq in X for it in pycrfsuite.ItemSequence(seq).items()]
+    assert A.shape == (len(items), len(attributes)) and lengths.sum() == len(items)
+    for row, item in enumerate(items):
+        want = {a: v for a, v in item.items() if a in attributes and v != 0}
+        got = {}
+        for j, v in zip(A[row].indices, A[row].data):
+            got[attributes[j]] = got.get(attributes[j], 0.0) + v
+        assert {a: v for a, v in got.items() if v != 0} == want, row
+    # a key whose values mix str and numbers goes through python-crfsuite's flattening
+    mixed = [[{"w": "a", "k": "zz"}] * 80 + [{"w": True, "k": "a"}]]
+    A, _ = m.attribute_matrix(mixed)
+    assert A[80].toarray()[0, [attributes.index("k:a")]].tolist() == [1.0]
+    assert A[0].toarray()[0, [attributes.index("w:a"), attributes.index("k:zz")]].tolist() == [1, 1]
+    # non-finite numbers are refused with the feature and the token
+    bad = [[{"n": 1.0}] * 40, [{"n": 0.5}, {"n": float("nan")}]]
+    with pytest.raises(ParameterError, match="feature 'n' must be finite; token 41 has nan"):
+        m.attribute_matrix(bad)
+    with pytest.raises(ParameterTypeError, match="feature names must be str; token 70"):
+        m.attribute_matrix([[{"w": "a"}] * 70 + [{"w": "a", 7: "b"}]])
+
+
 def _manual_score(em, trans, start, end, tags):
     s = start[tags[0]] + em[0, tags[0]] + end[tags[-1]]
     for t in range(1, len(tags)):

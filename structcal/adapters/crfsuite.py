@@ -25,7 +25,7 @@ from __future__ import annotations
 import operator
 import os
 import struct
-from itertools import chain, compress, repeat
+from itertools import chain, compress, count, repeat
 
 import numpy as np
 
@@ -234,16 +234,32 @@ class CRFsuiteModel:
             Per-token feature dicts of each sentence, as given to ``Tagger.tag`` or
             ``sklearn_crfsuite.CRF.predict``.
 
+        Returns
+        -------
+        A : scipy.sparse.csr_matrix of shape (n_tokens, n_attributes)
+            Attribute values of the tokens of all sentences laid end to end (attributes
+            the model has never seen are left out, as CRFsuite does).
+        lengths : ndarray of shape (n_sentences,)
+
+        Raises
+        ------
+        ParameterTypeError
+            If a feature name is not a str (bytes are decoded) or a value is of another
+            type than python-crfsuite accepts.
+        ParameterError
+            If a numeric value is NaN or infinite (CRFsuite would score the token NaN).
+
         Notes
         -----
         Flat feature dicts (str keys; str, bool or number values) take a fast path: the
-        ``(key, value)`` pairs of all tokens are chained at C level, each pair named once
-        (``key:value`` for strings) and looked up in the model's vocabulary, and the
-        matrix is assembled with NumPy. On the WNUT-17 test set (23,394 tokens, 23
-        features each) this is several times faster than
-        ``DictVectorizer(separator=":").transform`` with the same vocabulary (see
-        ``benchmarks/ner_study.py``). Other inputs (nested dicts, lists, bytes) are
-        flattened exactly as python-crfsuite does, token by token.
+        tokens are grouped by their keys (a feature extractor gives most tokens the same
+        keys), and the values of one key across a group are one column, checked and looked
+        up in the model's vocabulary in one C-level pass (``key:value`` for strings, the
+        attribute ``key`` for numbers; no attribute name is built); the matrix is
+        assembled with NumPy. Tokens whose keys vary too much for groups to pay off take
+        one lookup per ``(key, value)`` pair. Other inputs (nested dicts, lists, bytes, a
+        key with both str and number values) are flattened exactly as python-crfsuite
+        does, token by token. Zero values (``False``) are left out of the matrix.
         """
         if isinstance(X, (str, bytes, dict)) or not hasattr(X, "__len__"):
             raise ParameterTypeError(
@@ -284,24 +300,162 @@ def _fast_matrix(tokens, vocab, n_attributes: int):
 
     ``vocab`` is ``(by_key, by_name)``: ``by_key[key][value]`` is the id of attribute
     ``key:value`` (for every ``:`` in the name) and ``by_name[name]`` the id of ``name``.
-    Every pass is a C-level ``map`` / ``chain`` / ``compress`` over the batch's keys and
-    values; no Python code runs per feature and no attribute name is built.
+    A feature extractor gives most tokens the same keys, so tokens are grouped by their
+    keys (:func:`_key_groups`) and each key of a group is one column of values, looked up
+    in one C-level pass (:func:`_column_ids`); if the groups are small, every
+    ``(key, value)`` pair is looked up instead (:func:`_pair_matrix`). No attribute name
+    is built either way.
     """
-    by_key, by_name = vocab
     if not all(map(dict.__instancecheck__, tokens)):
         return None
+    n_tok = len(tokens)
+    groups = _key_groups(tokens)
+    if groups is None:
+        return _pair_matrix(tokens, vocab, n_attributes)
+    bad = [int(m[0]) for m, keys, _ in groups if not set(map(type, keys)) <= {str}]
+    if bad:
+        token = min(bad)
+        key = next(k for k in tokens[token] if not isinstance(k, str))
+        return _bad_key(key, token)
+    width = max((len(keys) for _, keys, _ in groups), default=0)
+    ids = np.full((n_tok, width), -1, dtype=np.int64)
+    vals = np.zeros((n_tok, width))
+    for members, keys, flat in groups:
+        n_k = len(keys)
+        id_block = np.full((n_k, members.shape[0]), -1, dtype=np.int64)
+        val_block = np.zeros((n_k, members.shape[0]))
+        for j, key in enumerate(keys):
+            col = _column_ids(key, flat[j::n_k], vocab, members)
+            if col is None:
+                return None
+            if col is not _UNKNOWN:
+                id_block[j], val_block[j] = col
+        ids[members, :n_k] = id_block.T
+        vals[members, :n_k] = val_block.T
+    known = ids >= 0
+    indptr = np.zeros(n_tok + 1, dtype=np.int64)
+    np.cumsum(known.sum(axis=1), out=indptr[1:])
+    import scipy.sparse as sp
+
+    return sp.csr_matrix((vals[known], ids[known], indptr), shape=(n_tok, n_attributes))
+
+
+def _key_groups(tokens):
+    """Tokens with the same keys: ``[(members, keys, values), ...]``, or None if too many groups.
+
+    ``members`` are the tokens of a group (ascending), ``keys`` its keys and ``values``
+    their values laid out token by token (``values[i * len(keys) + j]`` is the value of
+    ``keys[j]`` in the group's ``i``-th token). Tokens are first grouped by their number of
+    keys; a group is kept whole if every token has the first token's keys (a token with as
+    many keys holding all of them has exactly them), else split by key tuple. Groups must
+    hold ``_MIN_GROUP`` tokens on average.
+    """
+    n_tok = len(tokens)
+    sizes = np.fromiter(map(len, tokens), dtype=np.int64, count=n_tok)
+    order = np.argsort(sizes, kind="stable")
+    starts = np.flatnonzero(np.diff(sizes[order], prepend=-1)).tolist() + [n_tok]
+    groups = []
+    for a, b in zip(starts[:-1], starts[1:]):
+        members = order[a:b]
+        run = operator.itemgetter(*members.tolist())(tokens) if b - a > 1 else (tokens[order[a]],)
+        values = _values_by_keys(run, tuple(run[0]))
+        if values is not None:
+            groups.append((members, tuple(run[0]), values))
+            continue
+        shapes = list(map(tuple, run))  # same size, different keys: split by key tuple
+        first: dict = {}
+        code = np.fromiter(map(first.setdefault, shapes, count()), dtype=np.int64, count=b - a)
+        if (len(groups) + len(first)) * _MIN_GROUP > n_tok:
+            return None
+        for c in first.values():
+            rows = np.flatnonzero(code == c)
+            sub = [run[i] for i in rows.tolist()]
+            groups.append((members[rows], shapes[c], _values_by_keys(sub, shapes[c])))
+    if len(groups) * _MIN_GROUP > n_tok:
+        return None
+    return groups
+
+
+def _values_by_keys(run, keys):
+    """Values of ``keys`` in every dict of ``run``, laid end to end (None if a key is missing)."""
+    if not keys:
+        return []
+    try:
+        if len(keys) == 1:
+            return list(map(operator.itemgetter(keys[0]), run))
+        return list(chain.from_iterable(map(operator.itemgetter(*keys), run)))
+    except KeyError:
+        return None
+
+
+def _bad_key(key, token: int):
+    """None for a bytes key (flattened later), else the error for a non-str feature name."""
+    if isinstance(key, bytes):
+        return None
+    raise ParameterTypeError(
+        f"`X`: feature names must be str; token {token} has the key {describe(key)}"
+    )
+
+
+def _column_ids(key: str, col: list, vocab, tokens: np.ndarray):
+    """Attribute ids and values of one key's values (``-1`` where unknown or zero).
+
+    A column of str values is looked up in ``by_key[key]`` (value 1); a column of numbers
+    or bools is the attribute ``key`` with those values. Returns None if the column mixes
+    the two or holds anything else (the caller then flattens token by token), and
+    ``_UNKNOWN`` if the model has no attribute for the key.
+    """
+    by_key, by_name = vocab
+    if type(col[0]) is str:
+        try:
+            "".join(col)  # TypeError unless every value is a str
+        except TypeError:
+            return None
+        sub = by_key.get(key)
+        if sub is None:
+            return _UNKNOWN
+        return np.fromiter(map(sub.get, col, repeat(-1)), dtype=np.int64, count=len(col)), 1.0
+    n_true = col.count(True)
+    if n_true + col.count(False) == len(col):  # all 0 or 1 (bools, mostly): no conversion
+        values = np.fromiter(col, dtype=bool, count=len(col)).astype(np.float64)
+    else:
+        values = np.array(col)
+        if values.ndim != 1 or values.dtype.kind not in "biuf":
+            return None
+        values = values.astype(np.float64)
+        _check_finite(key, values, tokens)
+    j = by_name.get(key)
+    if j is None:
+        return _UNKNOWN
+    return np.where(values != 0, j, -1), values
+
+
+def _check_finite(key, values: np.ndarray, tokens: np.ndarray):
+    """Raise if a numeric feature value is NaN or infinite (CRFsuite would score it NaN).
+
+    ``tokens`` is the token of each value.
+    """
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise ParameterError(
+            f"`X`: the value of feature {key!r} must be finite; token {int(tokens[bad[0]])} "
+            f"has {values[bad[0]]}"
+        )
+
+
+def _pair_matrix(tokens, vocab, n_attributes: int):
+    """CSR attribute matrix of flat feature dicts with str keys, one lookup per (key, value).
+
+    Every pass is a C-level ``map`` / ``chain`` / ``compress`` over the batch's keys and
+    values (None if some value needs flattening).
+    """
+    by_key, by_name = vocab
     counts = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
     keys = list(chain.from_iterable(map(dict.keys, tokens)))
     values = list(chain.from_iterable(map(dict.values, tokens)))
     if not set(map(type, keys)) <= {str}:
-        bad = next(k for k in keys if not isinstance(k, str))
-        if isinstance(bad, bytes):
-            return None
-        pos = next(i for i, k in enumerate(keys) if k is bad)
-        token = int(np.searchsorted(np.cumsum(counts), pos, side="right"))
-        raise ParameterTypeError(
-            f"`X`: feature names must be str; token {token} has the key {describe(bad)}"
-        )
+        pos = next(i for i, k in enumerate(keys) if not isinstance(k, str))
+        return _bad_key(keys[pos], int(np.searchsorted(np.cumsum(counts), pos, side="right")))
     vtypes = list(map(type, values))
     if not set(vtypes) <= _FAST_VALUE_TYPES:
         return None
@@ -317,8 +471,10 @@ def _fast_matrix(tokens, vocab, n_attributes: int):
         idx[num] = np.fromiter(map(by_name.get, compress(keys, is_num), repeat(-1)),
                                dtype=np.int64, count=n_num)
         vals[num] = np.fromiter(compress(values, is_num), dtype=np.float64, count=n_num)
-        if np.isnan(vals).any():
-            return None
+        if not np.isfinite(vals).all():
+            bad = int(np.flatnonzero(~np.isfinite(vals))[0])
+            token = np.searchsorted(np.cumsum(counts), [bad], side="right")
+            _check_finite(keys[bad], vals[bad : bad + 1], token)
     # rows are already in token order: build the CSR arrays directly (no sort)
     known = idx >= 0
     row_of = np.repeat(np.arange(len(tokens), dtype=np.int64), counts)
@@ -329,8 +485,11 @@ def _fast_matrix(tokens, vocab, n_attributes: int):
     return sp.csr_matrix((vals[known], idx[known], indptr), shape=(len(tokens), n_attributes))
 
 
+#: the grouped path of _fast_matrix needs groups of at least this many tokens on average
+_MIN_GROUP = 32
+_UNKNOWN = object()
 _EMPTY: dict = {}
-_FAST_VALUE_TYPES = {str, bool, int, float, np.float64}
+_FAST_VALUE_TYPES = {str, bool, int, float, np.float64, np.bool_}
 
 
 def _flatten(tok, prefix: str = "") -> dict:
@@ -356,7 +515,7 @@ def _flatten(tok, prefix: str = "") -> dict:
                 add(name + ":" + v, 1.0)
             elif isinstance(v, bytes):
                 add(name + ":" + v.decode("utf-8"), 1.0)
-            elif isinstance(v, (bool, int, float, np.number)):
+            elif isinstance(v, (bool, int, float, np.number, np.bool_)):
                 add(name, float(v))
             else:
                 raise ParameterTypeError(
