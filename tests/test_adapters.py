@@ -42,10 +42,16 @@ def dev_features():
     return token_features(dev.sentences)
 
 
-def test_crfsuite_viterbi_marginals_probability_equal_crfsuite(crfsuite_model, dev_features):
+@pytest.mark.parametrize("source", ["file", "tagger"])
+def test_crfsuite_viterbi_marginals_probability_equal_crfsuite(crfsuite_model, dev_features, source):
     tagger = pycrfsuite.Tagger()
     tagger.open(str(crfsuite_model))
-    p, labels = crfsuite_potentials(crfsuite_model, dev_features)
+    if source == "tagger":  # weights measured from a second opened Tagger
+        other = pycrfsuite.Tagger()
+        other.open(str(crfsuite_model))
+        p, labels = crfsuite_potentials(other, dev_features)
+    else:
+        p, labels = crfsuite_potentials(crfsuite_model, dev_features)
     assert labels == tuple(tagger.labels())
     pred = StructuredPrediction(p)
     off = p.offsets
@@ -75,6 +81,42 @@ def test_crfsuite_weights_are_exact_and_info_is_rounded(crfsuite_model):
     for (a, b), v in info.transitions.items():
         assert abs(m.transitions[m.labels.index(a), m.labels.index(b)] - v) <= 5e-7
     assert "n_state_features" in repr(m)
+
+
+@pytest.mark.parametrize("every_label", [False, True])
+def test_weights_measured_from_a_tagger_equal_the_files(crfsuite_model, tmp_path, every_label):
+    # a Tagger keeps no model file: its weights are measured from its probabilities, equal to
+    # the stored ones up to rounding, up to a constant per attribute where every label has a
+    # feature (no probability depends on it; it comes from the 6-decimal dump)
+    path = crfsuite_model
+    if every_label:  # every (attribute, label) and (label, label) pair has a feature
+        train = load_wnut17("train").subset(np.arange(60))
+        trainer = pycrfsuite.Trainer(verbose=False)
+        for x, y in zip(token_features(train.sentences), train.tag_strings):
+            trainer.append(x, y)
+        trainer.set_params({"c1": 0.0, "c2": 0.1, "max_iterations": 20,
+                            "feature.possible_states": True, "feature.possible_transitions": True})
+        path = tmp_path / "full.crfsuite"
+        trainer.train(str(path))
+    m = CRFsuiteModel.from_file(path)
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(path))
+    t = CRFsuiteModel.from_model(tagger)
+    assert t.labels == m.labels and t.attributes == m.attributes
+    assert t.state_weights.nnz == m.state_weights.nnz
+    D = (t.state_weights - m.state_weights).toarray()
+    full = np.diff(m.state_weights.indptr) == m.n_labels
+    assert full.all() if every_label else not full.any()
+    assert np.abs(D[~full]).max(initial=0) < 1e-12
+    assert np.abs(D[full] - D[full].mean(axis=1, keepdims=True)).max(initial=0) < 1e-12
+    assert np.abs(D[full]).max(initial=0) < 1e-6
+    dT = t.transitions - m.transitions
+    assert np.abs(dT - dT.mean()).max() < 1e-12 and np.abs(dT).max() < 1e-6
+    # the same probabilities
+    X = token_features(load_wnut17("dev").subset(np.arange(40)).sentences)
+    a, b = StructuredPrediction(m.potentials(X)), StructuredPrediction(t.potentials(X))
+    assert np.array_equal(a.map_labels, b.map_labels)
+    np.testing.assert_allclose(a.marginals, b.marginals, rtol=0, atol=1e-12)
 
 
 def test_sklearn_crfsuite_model_and_feature_conventions(tmp_path):
@@ -139,10 +181,8 @@ def test_crfsuite_bad_inputs(tmp_path, crfsuite_model):
         CRFsuiteModel.from_bytes(data[: len(data) // 2])
     with pytest.raises(ParameterError, match="no such"):
         CRFsuiteModel.from_file(tmp_path / "missing.crfsuite")
-    with pytest.raises(ParameterTypeError, match="pycrfsuite.Tagger"):
-        tagger = pycrfsuite.Tagger()
-        tagger.open(str(crfsuite_model))
-        CRFsuiteModel.from_model(tagger)
+    with pytest.raises(ParameterError, match="no model is open in this pycrfsuite.Tagger"):
+        CRFsuiteModel.from_model(pycrfsuite.Tagger())
     with pytest.raises(ParameterTypeError, match="`model`"):
         CRFsuiteModel.from_model(3.5)
     m = CRFsuiteModel.from_bytes(data)
