@@ -134,17 +134,21 @@ def train_chaincrf(X_train, y_train, tag_names, X_other, max_iter):
 # --------------------------------------------------------------------------- scores
 
 
-def tagging_scores(scheme, pred, gold):
-    """Token accuracy and entity P/R/F1 (exact chunk match, conlleval semantics)."""
-    m = scheme.chunks(pred.map_labels, pred.item_offsets)
-    g = scheme.chunks(gold, pred.item_offsets)
+def tagging_scores(scheme, labels, gold, offsets):
+    """Token accuracy and entity P/R/F1 (exact chunk match, conlleval semantics).
+
+    ``labels`` and ``gold`` are tag ids of all sentences laid end to end (sentence ``i`` is
+    ``offsets[i]:offsets[i + 1]``); chunks come from ``scheme`` (a ``TagScheme``).
+    """
+    m = scheme.chunks(labels, offsets)
+    g = scheme.chunks(gold, offsets)
     key = lambda c: set(zip(c.start.tolist(), c.end.tolist(), c.type.tolist()))  # noqa: E731
     km, kg = key(m), key(g)
     tp = len(km & kg)
     prec = tp / max(len(km), 1)
     rec = tp / max(len(kg), 1)
     return {
-        "token_accuracy": float(np.mean(pred.map_labels == gold)),
+        "token_accuracy": float(np.mean(np.asarray(labels) == np.asarray(gold))),
         "entity_precision": prec, "entity_recall": rec,
         "entity_f1": 2 * prec * rec / max(prec + rec, 1e-300),
         "n_predicted_entities": len(km), "n_gold_entities": len(kg),
@@ -362,7 +366,7 @@ def speed(crf, model, recal, X, repeats):
 
 def run_model(name, pred_dev, y_dev, pred_test, y_test, scheme, args, rng):
     notes = {}
-    r = {"tagging": tagging_scores(scheme, pred_test, y_test)}
+    r = {"tagging": tagging_scores(scheme, pred_test.map_labels, y_test, pred_test.item_offsets)}
     log(f"[{name}] tagging: {r['tagging']}")
     if not args.skip_devtest:
         t0 = time.perf_counter()
