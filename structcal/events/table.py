@@ -331,7 +331,7 @@ def _on_event_items(pred, events, y_true):
     """
     if not pred.independent_items or pred.n_items == 0:
         return pred, events, y_true
-    items = np.unique(events.item)
+    items = np.flatnonzero(np.bincount(events.item, minlength=pred.n_items))
     if items.shape[0] > _SUBSET_BELOW * pred.n_items:
         return pred, events, y_true
     sub = pred.subset(items, keep_computed=True)
