@@ -235,6 +235,14 @@ class CRFsuiteModel:
         for name, i in info.attributes.items():
             attributes[int(i)] = name
         attribute_id = {name: i for i, name in enumerate(attributes)}
+        readable = None not in attributes and all(
+            a in attribute_id and lab in label_id for a, lab in info.state_features
+        ) and all(a in label_id and b in label_id for a, b in info.transitions)
+        if not readable:
+            raise ParameterError(
+                "`tagger`: its dump (Tagger.info()) could not be read back (a label or attribute "
+                "name with a newline or ' --> ' in it?); read the model file instead"
+            )
         rounded: dict = {}  # attribute -> [(label id, 6-decimal weight)]
         for (a, lab), w in info.state_features.items():
             rounded.setdefault(a, []).append((label_id[lab], w))
