@@ -19,11 +19,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from bench_startup import export_revision  # this folder is first on sys.path
+from bench_chain_ab import run as run_code  # this folder is first on sys.path
+from bench_startup import export_revision
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,17 +54,10 @@ print(json.dumps(out))
 
 
 def run(pythonpath, cache_dir, repeats):
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, OPENBLAS_NUM_THREADS="1")
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     code = CHILD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)),
                         model_path=os.path.join(ROOT, "models", "wnut17_crfsuite.crfsuite"),
                         repeats=repeats)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=tempfile.gettempdir())
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_code(pythonpath, cache_dir, code)
 
 
 def main():

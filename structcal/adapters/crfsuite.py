@@ -209,9 +209,9 @@ class CRFsuiteModel:
         all transitions) changes no probability of any labeling, and it is taken from the
         6-decimal ``info()`` values, so those weights are within 1e-6 of the file's and
         every probability is as exact as with the file. Reading the model file
-        (:meth:`from_file`) gives the stored weights bit for bit and is faster; this costs
-        about 10 microseconds per attribute (0.3 s for the 11,154 attributes of
-        ``wnut17_tagger_path()``).
+        (:meth:`from_file`) gives the stored weights bit for bit and is faster: for the
+        11,154 attributes of ``wnut17_tagger_path()`` this takes 0.2 s CPU, reading the
+        file 0.007 s.
 
         Parameters
         ----------
