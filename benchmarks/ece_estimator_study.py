@@ -28,7 +28,7 @@ containing the estimate and the truth.
     python benchmarks/ece_estimator_study.py --json
     python benchmarks/ece_estimator_study.py --save benchmarks/results/ece_estimator_study.json \
         > benchmarks/results/ece_estimator_study.txt   # the run the README quotes
-    python benchmarks/ece_estimator_study.py --confident-check 10000 --resamples 400 \
+    python benchmarks/ece_estimator_study.py --confident-check 10000 100000 --resamples 400 \
         > benchmarks/results/ece_confident_check.txt   # default vs legacy only, more sets
     python benchmarks/ece_estimator_study.py --quick    # seconds (used by a test)
 """
@@ -400,12 +400,26 @@ def confident_check(args):
         f"{r:.3f} [{lo:.2f}, {hi:.2f}]" for r, lo, hi, _ in paired))
     print("distributions where the default's p95 error is lower: "
           + ", ".join(f"{w}/{len(records)}" for *_, w in paired))
+    # each distribution alone: the same paired bootstrap over its evaluation sets
+    alone = [[paired_ratio([r], DEFAULT, LEGACY, j, brng)[:3] for r in records]
+             for j in range(len(sizes))]
+    clear = [[sum(hi < 1 for _, _, hi in a), sum(lo > 1 for _, lo, _ in a)] for a in alone]
+    print("distributions where the default's p95 error is clearly lower / clearly higher "
+          "(95% paired interval of the ratio below / above 1): "
+          + ", ".join(f"{lo} / {hi}" for lo, hi in clear))
+    print("per distribution: p95 error of legacy, default; ratio [95% paired bootstrap]")
+    for i, r in enumerate(records):
+        print(f"  {r['pool'][:30]:30s} {r['miscalibration'][:32]:32s}" + "".join(
+            f"  {r['p95'][LEGACY][j]:.3f} {r['p95'][DEFAULT][j]:.3f} "
+            f"{alone[j][i][0]:.2f} [{alone[j][i][1]:.2f}, {alone[j][i][2]:.2f}]"
+            for j in range(len(sizes))))
     for r in records:
         del r["estimates"]
     return {"sizes": sizes, "resamples": args.resamples, "summary": summary,
             "efficiency_bound": bound, "ratio": [p[0] for p in paired],
             "ratio_interval": [[p[1], p[2]] for p in paired],
-            "wins": [p[3] for p in paired], "records": records,
+            "wins": [p[3] for p in paired], "clearly_lower_higher": clear,
+            "records": records,
             "pools": {k: float(v.mean()) for k, v in pools.items()}}
 
 
@@ -559,6 +573,10 @@ def main(argv=None):
         print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>9s}" for m in sizes))
         for name, vals in table.items():
             print(f"{name:42s}" + "".join(f"{v:9.3f}" for v in vals))
+        if setting == "confident (binary)":
+            bound = [np.median([r["bound"][j] for r in conf_records]) for j in range(len(sizes))]
+            print(f"{'efficiency bound (see efficiency_bound)':42s}"
+                  + "".join(f"{v:9.3f}" for v in bound))
     truths = np.array([r["true_ece"] for r in records])
     print(f"\ntrue ECEs: median {np.median(truths):.3f}, range {truths.min():.3f}.."
           f"{truths.max():.3f}")

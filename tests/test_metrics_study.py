@@ -86,7 +86,7 @@ def test_candidates_quick_run(tmp_path):
     run_script("ece_candidates.py", "--quick", "--save", str(path))
     out = json.loads(path.read_text())
     names = list(out["median_p95"])
-    assert len(names) == 14 and names[-1].startswith("reference")
+    assert len(names) == 16 and names[-1].startswith("reference")
     assert all(len(v) == 2 and all(x >= 0 for x in v) for v in out["median_p95"].values())
     calibrated = next(iter(out["calibrated"].values()))["mean_estimate"]
     assert calibrated[names[-1]] == [0.0, 0.0]  # g(s) = s: the sign is 0 everywhere
