@@ -26,7 +26,7 @@ unchecked Numba indexing. :func:`vmax` is ``a if a > b else b`` lane by lane (on
 Everything compiles to plain LLVM vector instructions: no fast-math flags, so results are
 those of the scalar IEEE operations, lane by lane.
 
-``+``, ``-``, ``*``, ``max`` and ``min`` work on :data:`f64x4` values (and between a vector and a
+``+``, ``-``, ``*``, ``/``, ``max`` and ``min`` work on :data:`f64x4` values (and between a vector and a
 float, which is broadcast), so one piece of code, such as the polynomial of
 :func:`structcal._numba.exp_nonpositive`, serves scalars and vectors alike.
 """
@@ -40,7 +40,8 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic, models, overload, register_model
 
 __all__ = [
-    "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat", "vadd", "vsub", "vmul",
+    "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat", "vadd",
+    "vsub", "vmul", "vdiv",
     "vmax", "vmin", "vsum", "vhmax", "vhmin", "fma", "pow2_rounded", "where_ge",
 ]
 
@@ -173,6 +174,8 @@ vadd = _binary("vadd", lambda b, x, y: b.fadd(x, y))
 vsub = _binary("vsub", lambda b, x, y: b.fsub(x, y))
 #: Lane-wise ``a * b``.
 vmul = _binary("vmul", lambda b, x, y: b.fmul(x, y))
+#: Lane-wise ``a / b`` (IEEE division, correctly rounded like the scalar one).
+vdiv = _binary("vdiv", lambda b, x, y: b.fdiv(x, y))
 #: Lane-wise ``a if a > b else b`` (one ``maxpd``; exact for ``-inf``).
 vmax = _binary("vmax", lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
 #: Lane-wise ``a if a < b else b`` (exact for ``inf``).
@@ -315,5 +318,6 @@ def _operator(vector_op):
 overload(operator.add)(_operator(vadd))
 overload(operator.sub)(_operator(vsub))
 overload(operator.mul)(_operator(vmul))
+overload(operator.truediv)(_operator(vdiv))
 overload(max)(_operator(vmax))
 overload(min)(_operator(vmin))

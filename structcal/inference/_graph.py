@@ -35,7 +35,6 @@ import math
 import numpy as np
 
 from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
-from .._simd import LANES, vhmax, vload, vsplat, vstore, vsum
 from ._chain import _logsumexp_row
 
 _TINY = 1e-200
@@ -391,9 +390,13 @@ def _mf_field(
         j = nbr[k]
         if kind == KIND_POTTS:
             w = potts[eid[k]]
-            for a in range(K):
-                if q[j, a] > 0.0:
+            if finite:
+                for a in range(K):
                     field[a] += w * q[j, a]
+            else:  # a -inf weight meets only labels of probability 0 (0 * -inf = NaN)
+                for a in range(K):
+                    if q[j, a] > 0.0:
+                        field[a] += w * q[j, a]
         elif shared:
             if rev[k]:
                 for a in range(K):
@@ -424,6 +427,56 @@ def _mf_project(j, finite, pw, pwT, q, PF, PR):
 
 
 @kernel
+def _mf_softmax(x):
+    """Turn the field ``x`` into ``softmax(x)`` in place; False if every entry is ``-inf``.
+
+    Two labels: ``p_1 = sigmoid(x_1 - x_0)`` (one exponential, of ``-|x_1 - x_0|``);
+    more: ``exp(x - max) / sum``. The exponentials are
+    :func:`~structcal._numba.exp_nonpositive`, so that the vectorised grid kernels
+    (:mod:`structcal.inference._grid`) reproduce these values bit for bit.
+    """
+    K = x.shape[0]
+    if K == 2:
+        if x[0] == _NEG_INF and x[1] == _NEG_INF:
+            return False
+        d = x[1] - x[0]
+        e = exp_nonpositive(min(d, -d))
+        big = 1.0 / (e + 1.0)
+        small = e * big
+        x[0] = small if d >= 0.0 else big
+        x[1] = big if d >= 0.0 else small
+        return True
+    mx = x[0]
+    for a in range(1, K):
+        mx = max(x[a], mx)
+    if mx == _NEG_INF:
+        return False
+    total = 0.0
+    for a in range(K):
+        e = exp_nonpositive(x[a] - mx)
+        x[a] = e
+        total = total + e
+    inv = 1.0 / total
+    for a in range(K):
+        x[a] = x[a] * inv
+    return True
+
+
+@kernel
+def softmax_rows(unary, q):
+    """``q[i] = softmax(unary[i])`` for every row (as :func:`_mf_softmax`); rows of -inf
+    are left as NaN for the caller to refuse."""
+    n, K = unary.shape
+    x = np.empty(K)
+    for i in range(n):
+        for a in range(K):
+            x[a] = unary[i, a]
+        ok = _mf_softmax(x)
+        for a in range(K):
+            q[i, a] = x[a] if ok else np.nan
+
+
+@kernel
 def _mean_field_graph(
     n0,
     n1,
@@ -438,6 +491,7 @@ def _mean_field_graph(
     nbr,
     eid,
     rev,
+    order,
     sequential,
     damping,
     tol,
@@ -450,80 +504,64 @@ def _mean_field_graph(
 ):
     """Mean field on nodes ``n0:n1`` from the distributions already in ``q``.
 
-    Returns ``(n_iter, delta, status)``: sweeps made, the last sweep's largest change
-    ``|softmax(field) - q|`` (the fixed-point residual, before damping) and the status.
+    Sequential: the nodes ``order[n0:n1]`` one at a time, each seeing its neighbours'
+    latest ``q``; synchronous: every node from the previous sweep. Returns ``(n_iter,
+    delta, status)``: sweeps made, the last sweep's largest change ``|softmax(field) -
+    q|`` (the fixed-point residual, before damping) and the status.
     """
     K = unary.shape[1]
     shared = kind == KIND_MATRIX and pw.shape[0] == 1
     if shared:
         for j in range(n0, n1):
             _mf_project(j, finite, pw, pwT, q, PF, PR)
+    keep = 1.0 - damping
     delta = 0.0
     it = 0
     while it < max_iter:
         it += 1
         delta = 0.0
-        if sequential:
-            for i in range(n0, n1):
-                _mf_field(
-                    i,
-                    True,
-                    shared,
-                    finite,
-                    unary,
-                    kind,
-                    pw,
-                    pwT,
-                    emat,
-                    potts,
-                    indptr,
-                    nbr,
-                    eid,
-                    rev,
-                    q,
-                    PF,
-                    PR,
-                    field,
-                )
-                if not _softmax_into(field, qnew, i):
-                    return it, np.inf, STATUS_INFEASIBLE
+        for idx in range(n0, n1):
+            i = order[idx]
+            _mf_field(
+                i,
+                True,
+                shared,
+                finite,
+                unary,
+                kind,
+                pw,
+                pwT,
+                emat,
+                potts,
+                indptr,
+                nbr,
+                eid,
+                rev,
+                q,
+                PF,
+                PR,
+                field,
+            )
+            if not _mf_softmax(field):
+                return it, np.inf, STATUS_INFEASIBLE
+            if sequential:
                 for a in range(K):
-                    d = abs(qnew[i, a] - q[i, a])
+                    d = abs(field[a] - q[i, a])
                     if d > delta:
                         delta = d
-                    q[i, a] = (1.0 - damping) * qnew[i, a] + damping * q[i, a]
+                    q[i, a] = keep * field[a] + damping * q[i, a]
                 if shared:
                     _mf_project(i, finite, pw, pwT, q, PF, PR)
-        else:
-            for i in range(n0, n1):
-                _mf_field(
-                    i,
-                    True,
-                    shared,
-                    finite,
-                    unary,
-                    kind,
-                    pw,
-                    pwT,
-                    emat,
-                    potts,
-                    indptr,
-                    nbr,
-                    eid,
-                    rev,
-                    q,
-                    PF,
-                    PR,
-                    field,
-                )
-                if not _softmax_into(field, qnew, i):
-                    return it, np.inf, STATUS_INFEASIBLE
+            else:
+                for a in range(K):
+                    qnew[i, a] = field[a]
+        if not sequential:
             for i in range(n0, n1):
                 for a in range(K):
                     d = abs(qnew[i, a] - q[i, a])
                     if d > delta:
                         delta = d
-                    q[i, a] = (1.0 - damping) * qnew[i, a] + damping * q[i, a]
+                    q[i, a] = keep * qnew[i, a] + damping * q[i, a]
             if shared:
                 for j in range(n0, n1):
                     _mf_project(j, finite, pw, pwT, q, PF, PR)
@@ -589,239 +627,95 @@ def mean_field_batch(
     nbr,
     eid,
     rev,
+    order,
     sequential,
     damping,
     tol,
     max_iter,
-    do_elbo,
     q,
     qnew,
-    Q,
-    Qnew,
     PF,
     PR,
     n_iter,
     delta,
     status,
-    elbo,
 ):
     """Run mean field on every graph (``prange`` over graphs).
 
-    ``q`` holds the initial distributions and receives the result. Finite Potts weights
-    with more than two labels take the padded fast path: ``Q`` then holds ``q`` with rows
-    padded with zeros to a multiple of 4 (flat), ``Qnew`` the same scratch for the
-    synchronous schedule (empty otherwise), and the result is copied back into ``q``;
-    otherwise both are unused.
+    ``q`` holds the initial distributions and receives the result; ``order`` is the
+    sequential visiting order of the nodes (a permutation within each graph).
     """
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
-    Kp = ((K + LANES - 1) // LANES) * LANES
     for g in prange(n_graphs):
         field = np.empty(K)
-        fieldp = np.empty(Kp)
-        n0 = offsets[g]
-        n1 = offsets[g + 1]
-        if kind == KIND_POTTS and finite and K >= 2:
-            it, d, st = _mean_field_potts_graph(
-                n0, n1, unary, potts, indptr, nbr, eid, sequential, damping, tol, max_iter,
-                q, qnew, Q, Qnew, fieldp,
-            )
-            if K > 2:
-                for i in range(n0, n1):
-                    for a in range(K):
-                        q[i, a] = Q[i * Kp + a]
-        else:
-            it, d, st = _mean_field_graph(
-                n0,
-                n1,
-                finite,
-                unary,
-                kind,
-                pw,
-                pwT,
-                emat,
-                potts,
-                indptr,
-                nbr,
-                eid,
-                rev,
-                sequential,
-                damping,
-                tol,
-                max_iter,
-                q,
-                qnew,
-                PF,
-                PR,
-                field,
-            )
+        it, d, st = _mean_field_graph(
+            offsets[g],
+            offsets[g + 1],
+            finite,
+            unary,
+            kind,
+            pw,
+            pwT,
+            emat,
+            potts,
+            indptr,
+            nbr,
+            eid,
+            rev,
+            order,
+            sequential,
+            damping,
+            tol,
+            max_iter,
+            q,
+            qnew,
+            PF,
+            PR,
+            field,
+        )
         n_iter[g] = it
         delta[g] = d
         status[g] = st
-        if do_elbo and st == STATUS_OK:
-            elbo[g] = _mf_elbo(
-                n0,
-                n1,
-                finite,
-                unary,
-                kind,
-                pw,
-                pwT,
-                emat,
-                potts,
-                indptr,
-                nbr,
-                eid,
-                rev,
-                q,
-                PF,
-                PR,
-                field,
-            )
 
 
-@kernel
-def _max_row(x):
-    """``max(x)`` with four independent running maxima (a short dependency chain)."""
-    K = x.shape[0]
-    m0 = m1 = m2 = m3 = _NEG_INF
-    a = 0
-    while a + 4 <= K:
-        m0 = max(m0, x[a])
-        m1 = max(m1, x[a + 1])
-        m2 = max(m2, x[a + 2])
-        m3 = max(m3, x[a + 3])
-        a += 4
-    while a < K:
-        m0 = max(m0, x[a])
-        a += 1
-    return max(max(m0, m1), max(m2, m3))
-
-
-@kernel
-def _sum_row(x):
-    """``sum(x)`` with four independent partial sums."""
-    K = x.shape[0]
-    s0 = s1 = s2 = s3 = 0.0
-    a = 0
-    while a + 4 <= K:
-        s0 += x[a]
-        s1 += x[a + 1]
-        s2 += x[a + 2]
-        s3 += x[a + 3]
-        a += 4
-    while a < K:
-        s0 += x[a]
-        a += 1
-    return (s0 + s1) + (s2 + s3)
-
-
-@kernel
-def _mean_field_potts_graph(
-    n0, n1, unary, potts, indptr, nbr, eid, sequential, damping, tol, max_iter, q, qnew, Q, Qnew,
-    field,
+@parallel_kernel
+def mean_field_elbo_batch(
+    offsets, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, elbo
 ):
-    """Mean field on nodes ``n0:n1`` for *finite* Potts weights (the image-CRF fast path).
-
-    The same updates as :func:`_mean_field_graph` with ``kind == KIND_POTTS``, written so
-    that every loop over labels is branch-free and vectorises: without ``-inf`` weights no
-    ``0 * -inf`` can arise, so the ``q > 0`` guard is not needed, and the exponentials use
-    :func:`~structcal._numba.exp_nonpositive` (their arguments are ``field - max``).
-    Two labels update ``q_i(1) = sigmoid(field_1 - field_0)`` in ``q`` / ``qnew`` directly.
-    More labels work on ``Q`` (and ``Qnew``), flat copies of ``q`` with rows padded to
-    ``Kp``, a multiple of 4 lanes, with zeros (so every row is whole :data:`f64x4`
-    vectors); ``field`` has ``Kp`` entries.
-    Returns ``(n_iter, delta, status)`` like :func:`_mean_field_graph`.
-    """
+    """The mean-field lower bound of every graph at ``q`` (``prange`` over graphs)."""
+    n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
-    Kp = field.shape[0]
-    keep = 1.0 - damping
-    delta = 0.0
-    it = 0
-    while it < max_iter:
-        it += 1
-        delta = 0.0
-        for i in range(n0, n1):
-            if K == 2:
-                # two labels: q_i(1) = sigmoid(d) with d the difference of the two fields
-                u0 = unary[i, 0]
-                u1 = unary[i, 1]
-                if u0 == _NEG_INF and u1 == _NEG_INF:
-                    return it, np.inf, STATUS_INFEASIBLE
-                d = u1 - u0
-                for k in range(indptr[i], indptr[i + 1]):
-                    j = nbr[k]
-                    d += potts[eid[k]] * (q[j, 1] - q[j, 0])
-                e = exp_nonpositive(-abs(d))
-                big = 1.0 / (1.0 + e)
-                small = e * big
-                v1 = big if d >= 0.0 else small
-                v0 = small if d >= 0.0 else big
-                if sequential:
-                    delta = max(delta, abs(v1 - q[i, 1]))
-                    q[i, 0] = keep * v0 + damping * q[i, 0]
-                    q[i, 1] = keep * v1 + damping * q[i, 1]
-                else:
-                    qnew[i, 0] = v0
-                    qnew[i, 1] = v1
-                continue
-            # field[0:K] = unary[i]; padding lanes -inf (their exponentials are 0)
-            u0 = i * K
-            a = 0
-            while a + LANES <= K:
-                vstore(field, a, vload(unary, u0 + a))
-                a += LANES
-            while a < K:
-                field[a] = unary[i, a]
-                a += 1
-            while a < Kp:
-                field[a] = _NEG_INF
-                a += 1
-            for k in range(indptr[i], indptr[i + 1]):
-                w = potts[eid[k]]
-                r = nbr[k] * Kp
-                for t in range(0, Kp, LANES):
-                    vstore(field, t, vload(field, t) + vload(Q, r + t) * w)
-            acc = vsplat(_NEG_INF)
-            for t in range(0, Kp, LANES):
-                acc = max(acc, vload(field, t))
-            mx = vhmax(acc)
-            if mx == _NEG_INF:
-                return it, np.inf, STATUS_INFEASIBLE
-            acc = vsplat(0.0)
-            for t in range(0, Kp, LANES):
-                v = exp_nonpositive(vload(field, t) - mx)
-                vstore(field, t, v)
-                acc = acc + v
-            inv = 1.0 / vsum(acc)
-            r = i * Kp
-            if sequential:
-                acc = vsplat(0.0)
-                for t in range(0, Kp, LANES):
-                    v = vload(field, t) * inv
-                    old = vload(Q, r + t)
-                    diff = v - old
-                    acc = max(acc, max(diff, diff * -1.0))
-                    vstore(Q, r + t, v * keep + old * damping)
-                delta = max(delta, vhmax(acc))
-            else:
-                for t in range(0, Kp, LANES):
-                    vstore(Qnew, r + t, vload(field, t) * inv)
-        if not sequential:
-            for i in range(n0, n1):
-                if K == 2:
-                    for a in range(2):
-                        v = qnew[i, a]
-                        delta = max(delta, abs(v - q[i, a]))
-                        q[i, a] = keep * v + damping * q[i, a]
-                else:
-                    for a in range(i * Kp, (i + 1) * Kp):
-                        v = Qnew[a]
-                        delta = max(delta, abs(v - Q[a]))
-                        Q[a] = keep * v + damping * Q[a]
-        if delta <= tol:
-            break
-    return it, delta, STATUS_OK
+    for g in prange(n_graphs):
+        field = np.empty(K)
+        elbo[g] = _mf_elbo(
+            offsets[g], offsets[g + 1], finite, unary, kind, pw, pwT, emat, potts, indptr, nbr,
+            eid, rev, q, PF, PR, field,
+        )
+
+
+@kernel
+def greedy_colours(n_nodes, indptr, nbr, colour):
+    """Colour the nodes greedily in index order: each takes the smallest colour that no
+    lower-numbered neighbour has. Returns the number of colours used.
+
+    On a 4-connected grid (row-major pixels) this is the checkerboard ``(r + c) % 2``; on
+    an 8-connected one ``2 (r % 2) + c % 2``.
+    """
+    n_colours = 0
+    used = np.full(max(1, indptr.shape[0]), -1, dtype=np.int64)
+    for i in range(n_nodes):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = nbr[k]
+            if j < i:
+                used[colour[j]] = i
+        c = 0
+        while used[c] == i:
+            c += 1
+        colour[i] = c
+        if c + 1 > n_colours:
+            n_colours = c + 1
+    return n_colours
 
 
 # --------------------------------------------------------------------------- belief propagation

@@ -73,6 +73,26 @@ class GraphAdjacency:
         return self.neighbors[self.indptr[node] : self.indptr[node + 1]]
 
 
+@dataclass(frozen=True)
+class GridLayout:
+    """The pixel-grid structure of a batch built by :meth:`GraphPotentials.from_grid`.
+
+    Graph ``g`` is a ``shapes[g, 0] x shapes[g, 1]`` grid of row-major pixels whose edges
+    are those of :func:`~structcal.potentials.grid_edges` (grouped by direction) in that
+    order.
+
+    Attributes
+    ----------
+    shapes : ndarray of shape (n_graphs, 2), dtype int64
+        Height and width of each grid.
+    connectivity : int
+        4 or 8.
+    """
+
+    shapes: np.ndarray
+    connectivity: int
+
+
 def _build_adjacency(n_nodes: int, edges: np.ndarray) -> GraphAdjacency:
     m = edges.shape[0]
     owner = np.concatenate([edges[:, 0], edges[:, 1]])
@@ -161,6 +181,12 @@ class GraphPotentials:
         CSR adjacency, built once.
     is_forest : ndarray of shape (n_graphs,), dtype bool
         Whether each graph is a tree or forest (inference is then exact).
+    grid : GridLayout or None
+        Set by :meth:`from_grid` (and kept by :meth:`subset` and :meth:`with_unary`): every
+        graph is a pixel grid whose edges are those of
+        :func:`~structcal.potentials.grid_edges`, so inference can find neighbours by index
+        arithmetic instead of through ``adjacency`` (see
+        :mod:`structcal.inference.graph`). ``None`` otherwise.
 
     Notes
     -----
@@ -193,7 +219,9 @@ class GraphPotentials:
         "potts",
         "adjacency",
         "is_forest",
+        "grid",
         "_kernel_cache",
+        "_derived",
     )
 
     def __init__(
@@ -231,7 +259,9 @@ class GraphPotentials:
         self.potts = None if potts is None else _readonly(_owned(potts, given[6]))
         self.adjacency = _build_adjacency(n_nodes, edges)
         self.is_forest = _readonly(_forest_flags(n_nodes, offsets, edges, edge_offsets))
+        self.grid = None
         self._kernel_cache = None
+        self._derived = {}  # arrays derived by the inference layer (see there)
 
     # ------------------------------------------------------------------ constructors
 
@@ -550,8 +580,10 @@ class GraphPotentials:
                     f"per direction {(n_dir, K, K)}; got {pairwise.shape}"
                 )
         is_forest = np.array([min(s) <= 1 for s in shapes], dtype=bool)
+        grid = GridLayout(np.asarray(shapes, dtype=np.int64).reshape(-1, 2), connectivity)
         return cls._trusted(
-            unary, offsets, edges, edge_offsets, pairwise, edge_type, potts, is_forest=is_forest
+            unary, offsets, edges, edge_offsets, pairwise, edge_type, potts, is_forest=is_forest,
+            grid=grid,
         )
 
     @classmethod
@@ -589,11 +621,12 @@ class GraphPotentials:
         potts=None,
         adjacency=None,
         is_forest=None,
+        grid=None,
     ) -> "GraphPotentials":
         """Build without validation (for producers inside structcal that guarantee validity).
 
-        ``adjacency`` and ``is_forest`` may be passed to reuse the structure of an existing
-        batch with the same edges (e.g. a CRF re-scoring fixed graphs).
+        ``adjacency``, ``is_forest`` and ``grid`` may be passed to reuse the structure of an
+        existing batch with the same edges (e.g. a CRF re-scoring fixed graphs).
         """
         self = object.__new__(cls)
         self.unary = _readonly(np.ascontiguousarray(unary, dtype=np.float64))
@@ -628,7 +661,9 @@ class GraphPotentials:
                 dtype=bool,
             )
         )
+        self.grid = grid
         self._kernel_cache = None
+        self._derived = {}  # arrays derived by the inference layer (see there)
         return self
 
     # ------------------------------------------------------------------ properties
@@ -789,6 +824,8 @@ class GraphPotentials:
             edge_type,
             potts,
             is_forest=self.is_forest[graphs],
+            grid=None if self.grid is None else GridLayout(self.grid.shapes[graphs],
+                                                          self.grid.connectivity),
         )
 
     def split_nodes(self, values) -> list[np.ndarray]:
@@ -823,6 +860,7 @@ class GraphPotentials:
             self.potts,
             adjacency=self.adjacency,
             is_forest=self.is_forest,
+            grid=self.grid,
         )
 
     def __repr__(self) -> str:

@@ -1,0 +1,479 @@
+"""Numba kernels for pixel grids with Potts pairwise potentials (private: inputs are trusted).
+
+A batch built by :meth:`~structcal.potentials.GraphPotentials.from_grid` carries its
+:class:`~structcal.potentials.graph.GridLayout`: graph ``g`` is an ``h x w`` image of
+row-major pixels (node ``n0 + r * w + c``) whose edges, from ``e0 = edge_offsets[g]``,
+are those of :func:`~structcal.potentials.grid_edges`, grouped by direction:
+
+============== =================================== ===========================================
+direction      pixels                              edge index
+============== =================================== ===========================================
+horizontal     ``(r, c) - (r, c + 1)``             ``eH + r (w - 1) + c``, ``eH = e0``
+vertical       ``(r, c) - (r + 1, c)``             ``eV + r w + c``, ``eV = eH + h (w - 1)``
+diagonal       ``(r, c) - (r + 1, c + 1)``         ``eD + r (w - 1) + c``, ``eD = eV + (h - 1) w``
+anti-diagonal  ``(r, c + 1) - (r + 1, c)``         ``eA + r (w - 1) + c``,
+                                                   ``eA = eD + (h - 1) (w - 1)``
+============== =================================== ===========================================
+
+so the kernels find a pixel's neighbours and their Potts weights by index arithmetic,
+with no CSR indirection. A pixel's *slots* list its neighbours in increasing node index,
+the order of its CSR slots (:class:`~structcal.potentials.GraphAdjacency`): up, left,
+right, down (4-connected); up-left, up, up-right, left, right, down-left, down,
+down-right (8-connected). Every sum over neighbours runs in slot order, as in the
+general kernels of :mod:`structcal.inference._graph`, which is what makes the results of
+the two agree to rounding (mean field: bit for bit).
+
+Mean field: colour classes, vectorised over pixels
+--------------------------------------------------
+The checkerboard schedule updates the pixels one colour class at a time (4-connected:
+the two classes of a checkerboard, ``(r + c) % 2``; 8-connected: the four classes ``2 (r
+% 2) + c % 2``). Pixels of one class are never neighbours, so all of them can be updated
+at once: with the same result as one at a time, i.e. as the general kernel visiting the
+nodes in colour order (the greedy colouring of ``_graph.greedy_colours`` gives exactly
+these classes on grids). To make a class contiguous, every label plane is stored with
+each image row split by column parity: even columns, then odd columns. In that layout
+the pixels of one class in one row are consecutive, and so are their neighbours in each
+direction, so a row of one class is a loop of 4-lane vector operations
+(:mod:`structcal._simd`) with unaligned loads, each neighbour direction one load per label
+and one per weight. Rows and row halves are padded so that pixels off the image read
+finite padding with weight 0 (an exact no-op: ``x + 0 * q == x``) and the loop needs no
+branch; the padding is excluded from the convergence test by a 0/1 mask.
+
+Message passing: skewed raster order
+------------------------------------
+TRW-S and loopy BP are sequential in node (raster) order, so each pixel waits for the
+message its left neighbour has just sent: a dependency chain through every pixel of a
+row. The kernels here visit the pixels in bands of ``_BAND`` rows, ``(r0 + k, t - k L)``
+at step ``t`` of the band (``L`` = 1 for 4-connected, 2 for 8-connected grids), which
+keeps the order of every pair of *neighbouring* pixels as in raster order. Since an
+update reads and writes only the pixel's own state and that of its edges, the result is
+exactly that of raster order, while the ``_BAND`` pixels of one step are independent and
+overlap in the processor's pipeline. For two labels a message is kept as the pair of its
+normalised log-values, computed in closed form (no loops over labels).
+"""
+
+import math
+
+import numpy as np
+
+from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
+from .._simd import LANES, data_pointer, vhmax, vload, vsplat, vstore, where_ge
+
+_NEG_INF = -np.inf
+
+#: Rows visited together by the skewed raster order of the message-passing kernels.
+_BAND = 8
+
+STATUS_OK = 0
+STATUS_INFEASIBLE = 1
+
+
+# --------------------------------------------------------------------------- structure
+
+
+@kernel
+def _n_slots(connectivity):
+    return 4 if connectivity == 4 else 8
+
+
+@kernel
+def _slot_offset(connectivity, d):
+    """``(dr, dc)`` of slot ``d``'s neighbour."""
+    if connectivity == 4:
+        if d == 0:
+            return -1, 0
+        if d == 1:
+            return 0, -1
+        if d == 2:
+            return 0, 1
+        return 1, 0
+    if d < 3:
+        return -1, d - 1
+    if d == 3:
+        return 0, -1
+    if d == 4:
+        return 0, 1
+    return 1, d - 6
+
+
+@kernel
+def _slot_edge(connectivity, e0, h, w, r, c, d):
+    """Edge joining pixel ``(r, c)`` to its slot-``d`` neighbour, or -1 if it has none."""
+    dr, dc = _slot_offset(connectivity, d)
+    rr = r + dr
+    cc = c + dc
+    if rr < 0 or rr >= h or cc < 0 or cc >= w:
+        return -1
+    eV = e0 + h * (w - 1)
+    if dr == 0:  # horizontal: the edge of the left pixel of the pair
+        return e0 + r * (w - 1) + min(c, cc)
+    if dc == 0:  # vertical: the edge of the upper pixel
+        return eV + min(r, rr) * w + c
+    eD = eV + (h - 1) * w
+    top = min(r, rr)
+    if dr == dc:  # diagonal (r, c) - (r + 1, c + 1)
+        return eD + top * (w - 1) + min(c, cc)
+    # anti-diagonal (r', c' + 1) - (r' + 1, c'): c' is the smaller column
+    return eD + (h - 1) * (w - 1) + top * (w - 1) + min(c, cc)
+
+
+@kernel
+def grid_slot_table(h, w, connectivity, e0, nbr, eid):
+    """Write the neighbour (local index) and edge of every slot of every pixel (-1: none).
+
+    ``nbr`` and ``eid`` have shape ``(h * w, n_slots)``; for the tests and for reference.
+    """
+    D = _n_slots(connectivity)
+    for r in range(h):
+        for c in range(w):
+            for d in range(D):
+                dr, dc = _slot_offset(connectivity, d)
+                e = _slot_edge(connectivity, e0, h, w, r, c, d)
+                eid[r * w + c, d] = e
+                nbr[r * w + c, d] = (r + dr) * w + c + dc if e >= 0 else -1
+
+
+# --------------------------------------------------------------------------- mean field
+
+
+@kernel
+def _mf_layout(h, w):
+    """Sizes of the column-parity layout: ``(n_vec, half, row, plane)``.
+
+    A row of ``plane`` holds the even columns at ``1 .. (w + 1) // 2`` of its first
+    ``half`` entries and the odd columns likewise in the second half; rows ``0`` and
+    ``h + 1`` are padding.
+    """
+    n_vec = ((w + 1) // 2 + LANES - 1) // LANES
+    half = LANES * n_vec + LANES
+    return n_vec, half, 2 * half, (h + 2) * 2 * half
+
+
+@kernel
+def plane_sizes(shapes, out):
+    """``out[g]``: the entries of one plane of grid ``g`` in the layout of ``_mf_layout``."""
+    for g in range(shapes.shape[0]):
+        out[g] = _mf_layout(shapes[g, 0], shapes[g, 1])[3]
+
+
+@kernel
+def _mf_position(r, c, half):
+    return (r + 1) * 2 * half + (c & 1) * half + (c >> 1) + 1
+
+
+@kernel
+def _mf_offsets(connectivity, half, parity, out):
+    """Offsets from a pixel to its slot neighbours in the layout, for column ``parity``."""
+    row = 2 * half
+    o = half if parity == 0 else -half  # the other half of the same row
+    s = -1 if parity == 0 else 0  # its entry left of this pixel's column
+    if connectivity == 4:
+        out[0] = -row
+        out[1] = o + s
+        out[2] = o + s + 1
+        out[3] = row
+    else:
+        out[0] = -row + o + s
+        out[1] = -row
+        out[2] = -row + o + s + 1
+        out[3] = o + s
+        out[4] = o + s + 1
+        out[5] = row + o + s
+        out[6] = row
+        out[7] = row + o + s + 1
+
+
+@kernel
+def _mf_field(D, U, Q, base, w0, w1, w2, w3, w4, w5, w6, w7, o0, o1, o2, o3, o4, o5, o6, o7):
+    """The field ``U + sum_d w_d * Q[neighbour d]`` of 4 pixels for one label (slot order).
+
+    ``U`` and ``Q`` are data pointers (no reference counting in the hot loop); ``base =
+    a * plane + p`` addresses label ``a`` of the pixels at ``p``; ``w0 .. w7`` are the
+    slot weights and ``o0 .. o7`` the slot offsets (the first ``D`` are used).
+    """
+    f = vload(U, base)
+    if D == 4:
+        f = f + w0 * vload(Q, base + o0)
+        f = f + w1 * vload(Q, base + o1)
+        f = f + w2 * vload(Q, base + o2)
+        f = f + w3 * vload(Q, base + o3)
+    else:
+        f = f + w0 * vload(Q, base + o0)
+        f = f + w1 * vload(Q, base + o1)
+        f = f + w2 * vload(Q, base + o2)
+        f = f + w3 * vload(Q, base + o3)
+        f = f + w4 * vload(Q, base + o4)
+        f = f + w5 * vload(Q, base + o5)
+        f = f + w6 * vload(Q, base + o6)
+        f = f + w7 * vload(Q, base + o7)
+    return f
+
+
+@kernel
+def _mf_row(K, D, U, Q, out, W, M, p0, n_vec, offs, plane, F, keep, damping, synchronous,
+            with_field):
+    """Update one row half of one colour class (``n_vec`` vectors from position ``p0``).
+
+    The field of label ``a`` is ``U + sum_d w_d * Q[neighbour d]`` (slot order; without
+    ``with_field`` just ``U``, for the initial ``softmax(unary)``), then the softmax over
+    labels (two labels: the sigmoid of the difference), lane by lane: the same
+    operations, in the same order, as ``_graph._mf_field`` and ``_graph._mf_softmax``.
+    Sequential: ``Q`` is damped towards the update in place and the largest change of a
+    real pixel (``M == 1``) is returned; synchronous: the update goes to ``out``.
+
+    ``W`` holds ``D / 2`` weight planes, the edges going right, down and, 8-connected,
+    down-right and down-left of each pixel; the weight towards an upper or left
+    neighbour is read at that neighbour's position.
+    """
+    Up, Qp, Wp, Fp = data_pointer(U), data_pointer(Q), data_pointer(W), data_pointer(F)
+    o0, o1, o2, o3 = offs[0], offs[1], offs[2], offs[3]
+    o4, o5, o6, o7 = (offs[4], offs[5], offs[6], offs[7]) if D == 8 else (0, 0, 0, 0)
+    z = vsplat(0.0)
+    w4 = w5 = w6 = w7 = z
+    dl = z
+    for v in range(n_vec):
+        p = p0 + LANES * v
+        if D == 4:  # planes: right, down
+            w0 = vload(Wp, plane + p + o0)
+            w1 = vload(Wp, p + o1)
+            w2 = vload(Wp, p)
+            w3 = vload(Wp, plane + p)
+        else:  # planes: right, down, down-right, down-left
+            w0 = vload(Wp, 2 * plane + p + o0)
+            w1 = vload(Wp, plane + p + o1)
+            w2 = vload(Wp, 3 * plane + p + o2)
+            w3 = vload(Wp, p + o3)
+            w4 = vload(Wp, p)
+            w5 = vload(Wp, 3 * plane + p)
+            w6 = vload(Wp, plane + p)
+            w7 = vload(Wp, 2 * plane + p)
+        if K == 2:
+            if with_field:
+                f0 = _mf_field(D, Up, Qp, p, w0, w1, w2, w3, w4, w5, w6, w7,
+                               o0, o1, o2, o3, o4, o5, o6, o7)
+                f1 = _mf_field(D, Up, Qp, plane + p, w0, w1, w2, w3, w4, w5, w6, w7,
+                               o0, o1, o2, o3, o4, o5, o6, o7)
+            else:
+                f0 = vload(Up, p)
+                f1 = vload(Up, plane + p)
+            x = f1 - f0
+            e = exp_nonpositive(min(x, x * -1.0))
+            big = 1.0 / (e + 1.0)
+            small = e * big
+            vstore(Fp, 0, where_ge(x, 0.0, small, big))
+            vstore(Fp, LANES, where_ge(x, 0.0, big, small))
+            inv = vsplat(1.0)
+        else:
+            mx = vsplat(_NEG_INF)
+            for a in range(K):
+                if with_field:
+                    f = _mf_field(D, Up, Qp, a * plane + p, w0, w1, w2, w3, w4, w5, w6, w7,
+                                  o0, o1, o2, o3, o4, o5, o6, o7)
+                else:
+                    f = vload(Up, a * plane + p)
+                vstore(Fp, LANES * a, f)
+                mx = max(f, mx)
+            total = z
+            for a in range(K):
+                e = exp_nonpositive(vload(Fp, LANES * a) - mx)
+                vstore(Fp, LANES * a, e)
+                total = total + e
+            inv = 1.0 / total
+        if synchronous:
+            for a in range(K):
+                val = vload(Fp, LANES * a) if K == 2 else vload(Fp, LANES * a) * inv
+                vstore(out, a * plane + p, val)
+        else:
+            m = vload(M, p)
+            for a in range(K):
+                base = a * plane + p
+                val = vload(Fp, LANES * a) if K == 2 else vload(Fp, LANES * a) * inv
+                old = vload(Qp, base)
+                diff = val - old
+                dl = max(dl, max(diff, diff * -1.0) * m)
+                vstore(Qp, base, val * keep + old * damping)
+    return vhmax(dl)
+
+
+@kernel
+def _mf_weights(connectivity, e0, h, w, potts, W, plane, half):
+    """Write the weight planes of ``_mf_row`` (zeros where an edge is missing)."""
+    eV = e0 + h * (w - 1)
+    eD = eV + (h - 1) * w
+    eA = eD + (h - 1) * (w - 1)
+    for r in range(h):
+        for c in range(w):
+            p = _mf_position(r, c, half)
+            if c + 1 < w:
+                W[p] = potts[e0 + r * (w - 1) + c]
+            if r + 1 < h:
+                W[plane + p] = potts[eV + r * w + c]
+            if connectivity == 8 and r + 1 < h:
+                if c + 1 < w:  # (r, c) - (r + 1, c + 1)
+                    W[2 * plane + p] = potts[eD + r * (w - 1) + c]
+                if c > 0:  # (r, c) - (r + 1, c - 1): anti-diagonal edge of (r, c - 1)
+                    W[3 * plane + p] = potts[eA + r * (w - 1) + c - 1]
+
+
+@kernel
+def _planes(n0, e0, h, w, connectivity, unary, potts, U, W, M):
+    """Write one grid's unary planes ``U``, weight planes ``W`` and mask ``M``.
+
+    Returns the first node whose unary is all ``-inf`` (mean field cannot start), or -1.
+    """
+    K = unary.shape[1]
+    n_vec, half, row, plane = _mf_layout(h, w)
+    U[:] = 0.0
+    W[:] = 0.0
+    M[:] = 0.0
+    bad = -1
+    for r in range(h):
+        i0 = n0 + r * w
+        p0 = (r + 1) * row + 1
+        for c in range(w):
+            M[p0 + (c & 1) * half + (c >> 1)] = 1.0
+            mx = _NEG_INF
+            for a in range(K):
+                mx = max(mx, unary[i0 + c, a])
+            if mx == _NEG_INF and bad < 0:
+                bad = i0 + c
+        for a in range(K):
+            for c in range(w):
+                U[a * plane + p0 + (c & 1) * half + (c >> 1)] = unary[i0 + c, a]
+    _mf_weights(connectivity, e0, h, w, potts, W, plane, half)
+    return bad
+
+
+@parallel_kernel
+def grid_planes_batch(offsets, edge_offsets, shapes, connectivity, unary, potts, starts, U, W,
+                      M, bad):
+    """The column-parity layout of every grid's potentials (``prange`` over grids).
+
+    Grid ``g`` occupies ``starts[g]:starts[g + 1]`` of ``M``, ``K`` times that range of
+    ``U`` and ``D / 2`` times that of ``W`` (``D`` slots); ``bad[g]`` is its first node
+    whose unary is all ``-inf``, or -1. The potentials are fixed, so the caller computes
+    this once per batch.
+    """
+    K = unary.shape[1]
+    Dh = _n_slots(connectivity) // 2
+    n_graphs = offsets.shape[0] - 1
+    for g in prange(n_graphs):
+        a, b = starts[g], starts[g + 1]
+        bad[g] = _planes(offsets[g], edge_offsets[g], shapes[g, 0], shapes[g, 1], connectivity,
+                         unary, potts, U[K * a:K * b], W[Dh * a:Dh * b], M[a:b])
+
+
+@kernel
+def _mean_field_grid(
+    n0, h, w, connectivity, U, W, M, checkerboard, damping, tol, max_iter, init, q
+):
+    """Mean field on one grid (finite Potts weights) from its planes ``U``, ``W``, ``M``.
+
+    Starts from ``softmax(unary)``, or from ``q`` with ``init``. ``checkerboard``: one
+    colour class at a time (see the module notes); otherwise synchronous. Returns
+    ``(n_iter, delta)``; ``q`` receives the result.
+    """
+    K = q.shape[1]
+    D = _n_slots(connectivity)
+    n_vec, half, row, plane = _mf_layout(h, w)
+    Q = np.empty(K * plane)
+    uniform = 1.0 / K  # what a padding entry's update gives (field 0)
+    for a in range(K):
+        Q[a * plane:a * plane + row] = uniform
+        Q[a * plane + (h + 1) * row:(a + 1) * plane] = uniform
+        for r in range(h):
+            for par in range(2):
+                x = a * plane + (r + 1) * row + par * half
+                n_real = (w + 1 - par) // 2
+                Q[x] = uniform
+                Q[x + 1 + n_real:x + half] = uniform
+                if init:
+                    for j in range(n_real):
+                        Q[x + 1 + j] = q[n0 + r * w + 2 * j + par, a]
+    offs = np.empty((2, D), dtype=np.int64)
+    _mf_offsets(connectivity, half, 0, offs[0])
+    _mf_offsets(connectivity, half, 1, offs[1])
+    F = np.empty(LANES * K)
+    keep = 1.0 - damping
+    if not init:  # softmax(unary), as _graph.softmax_rows
+        for r in range(h):
+            for par in range(2):
+                _mf_row(K, D, U, Q, Q, W, M, (r + 1) * row + par * half + 1, n_vec, offs[par],
+                        plane, F, 1.0, 0.0, True, False)
+    Qn = Q.copy() if not checkerboard else np.empty(0)
+    it = 0
+    delta = 0.0
+    while it < max_iter:
+        it += 1
+        delta = 0.0
+        # rows are visited as a wavefront, which keeps a few rows in cache and gives the
+        # same numbers as whole passes (every pixel sees the same neighbour values)
+        if checkerboard and connectivity == 4:
+            # class 0 ((r + c) even) of row s, then class 1 of row s - 1: class 1 of row
+            # s - 1 reads class 0 of rows s - 2 .. s (updated), class 0 of row s + 1
+            # reads class 1 of rows s .. s + 2 (not yet)
+            for s in range(h + 1):
+                for colour in range(2):
+                    r = s - colour
+                    if 0 <= r < h:
+                        par = (r + colour) & 1
+                        dl = _mf_row(K, D, U, Q, Q, W, M, (r + 1) * row + par * half + 1,
+                                     n_vec, offs[par], plane, F, keep, damping, False, True)
+                        delta = max(delta, dl)
+        elif checkerboard:
+            # classes 0, 1 (even rows, even / odd columns) of even row s, then classes
+            # 2, 3 of odd row s - 1 (they read classes 0, 1 of rows s - 2 and s)
+            for s in range(0, h + 1, 2):
+                for colour in range(4):
+                    r = s if colour < 2 else s - 1
+                    if 0 <= r < h:
+                        par = colour & 1
+                        dl = _mf_row(K, D, U, Q, Q, W, M, (r + 1) * row + par * half + 1,
+                                     n_vec, offs[par], plane, F, keep, damping, False, True)
+                        delta = max(delta, dl)
+        else:
+            # row s from the old values, then row s - 1 (no longer read) takes its update
+            for s in range(h + 1):
+                if s < h:
+                    for par in range(2):
+                        _mf_row(K, D, U, Q, Qn, W, M, (s + 1) * row + par * half + 1, n_vec,
+                                offs[par], plane, F, keep, damping, True, True)
+                if s > 0:
+                    for a in range(K):
+                        for p in range(s * row, (s + 1) * row):
+                            x = a * plane + p
+                            dl = abs(Qn[x] - Q[x]) * M[p]
+                            if dl > delta:
+                                delta = dl
+                            Q[x] = keep * Qn[x] + damping * Q[x]
+        if delta <= tol:
+            break
+    for r in range(h):
+        i0 = n0 + r * w
+        p0 = (r + 1) * row + 1
+        for a in range(K):
+            for c in range(w):
+                q[i0 + c, a] = Q[a * plane + p0 + (c & 1) * half + (c >> 1)]
+    return it, delta
+
+
+@parallel_kernel
+def mean_field_grid_batch(
+    offsets, shapes, connectivity, starts, U, W, M, checkerboard, damping, tol, max_iter, init,
+    q, n_iter, delta,
+):
+    """Mean field on every grid of a batch (``prange`` over grids); see ``_mean_field_grid``.
+
+    ``starts``, ``U``, ``W``, ``M`` come from :func:`grid_planes_batch`.
+    """
+    K = q.shape[1]
+    Dh = _n_slots(connectivity) // 2
+    n_graphs = offsets.shape[0] - 1
+    for g in prange(n_graphs):
+        a, b = starts[g], starts[g + 1]
+        it, d = _mean_field_grid(
+            offsets[g], shapes[g, 0], shapes[g, 1], connectivity, U[K * a:K * b],
+            W[Dh * a:Dh * b], M[a:b], checkerboard, damping, tol, max_iter, init, q,
+        )
+        n_iter[g] = it
+        delta[g] = d
