@@ -39,17 +39,15 @@ and one per weight. Rows and row halves are padded so that pixels off the image 
 finite padding with weight 0 (an exact no-op: ``x + 0 * q == x``) and the loop needs no
 branch; the padding is excluded from the convergence test by a 0/1 mask.
 
-Message passing: skewed raster order
-------------------------------------
-TRW-S and loopy BP are sequential in node (raster) order, so each pixel waits for the
-message its left neighbour has just sent: a dependency chain through every pixel of a
-row. The kernels here visit the pixels in bands of ``_BAND`` rows, ``(r0 + k, t - k L)``
-at step ``t`` of the band (``L`` = 1 for 4-connected, 2 for 8-connected grids), which
-keeps the order of every pair of *neighbouring* pixels as in raster order. Since an
-update reads and writes only the pixel's own state and that of its edges, the result is
-exactly that of raster order, while the ``_BAND`` pixels of one step are independent and
-overlap in the processor's pipeline. For two labels a message is kept as the pair of its
-normalised log-values, computed in closed form (no loops over labels).
+Message passing: two labels
+---------------------------
+TRW-S and loopy BP keep the raster order of the general kernels (so their results are
+the same), with messages stored per pixel and slot, ``msg[(i * D + d) * 2 + a]``: the
+message into pixel ``i`` from its slot-``d`` neighbour, whose own slot towards ``i`` is
+``D - 1 - d``. For two labels each message is the pair of its normalised log-values,
+computed in closed form, and every data-dependent choice is a select rather than a
+branch (on images the labels are unpredictable; mispredicted branches cost more than the
+arithmetic).
 """
 
 import math
@@ -58,11 +56,9 @@ import numpy as np
 
 from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
 from .._simd import LANES, data_pointer, vhmax, vload, vsplat, vstore, where_ge
+from ._graph import _graph_score
 
 _NEG_INF = -np.inf
-
-#: Rows visited together by the skewed raster order of the message-passing kernels.
-_BAND = 8
 
 STATUS_OK = 0
 STATUS_INFEASIBLE = 1
@@ -477,3 +473,162 @@ def mean_field_grid_batch(
         )
         n_iter[g] = it
         delta[g] = d
+
+
+# --------------------------------------------------------------------------- message passing
+
+
+@kernel
+def _gamma(connectivity, h, w, r, c):
+    """TRW-S weight ``1 / max(#earlier, #later neighbours)`` of pixel ``(r, c)``."""
+    D = _n_slots(connectivity)
+    lo = 0
+    hi = 0
+    for d in range(D):
+        dr, dc = _slot_offset(connectivity, d)
+        if 0 <= r + dr < h and 0 <= c + dc < w:
+            if d < D // 2:
+                lo += 1
+            else:
+                hi += 1
+    m = lo if lo > hi else hi
+    return 1.0 / m if m > 0 else 1.0
+
+
+@kernel
+def slot_weights(connectivity, e0, h, w, potts, ws, noff):
+    """Potts weight of every slot of every pixel of one grid (NaN: no neighbour there).
+
+    ``ws[(r * w + c) * D + d]``; ``noff[d]`` receives the index offset of slot ``d``'s
+    neighbour (``dr * w + dc``).
+    """
+    D = _n_slots(connectivity)
+    for d in range(D):
+        dr, dc = _slot_offset(connectivity, d)
+        noff[d] = dr * w + dc
+    for r in range(h):
+        for c in range(w):
+            for d in range(D):
+                e = _slot_edge(connectivity, e0, h, w, r, c, d)
+                ws[(r * w + c) * D + d] = potts[e] if e >= 0 else np.nan
+
+
+@kernel
+def _trws2_pass(forward, connectivity, n0, h, w, unary, ws, noff, gamma, msg, labels):
+    """One TRW-S pass over a two-label grid, in raster order or its reverse.
+
+    ``msg[(i * D + d) * 2 + a]`` is the (normalised log-) message into pixel ``i`` from
+    its slot-``d`` neighbour; ``ws``, ``noff`` are those of :func:`slot_weights`. At each
+    pixel, the operations of ``_graph._trws_pass`` with ``_graph._msg_potts``
+    (``MODE_MAX``) for ``K = 2``, in the same order: the belief is the unary plus the
+    messages in slot order; the label maximises the unary, the pairwise scores towards
+    the neighbours already visited in this pass and the messages of the others (ties to
+    label 0); the messages to the neighbours ahead are ``max_b gamma * belief(b) -
+    m_in(b) + w [a == b]``, normalised to a maximum of 0. Every data-dependent choice is
+    a select (``where_ge``), not a branch: on images the labels and the larger of two
+    messages are unpredictable, and mispredicted branches cost more than the arithmetic.
+    Returns the largest change of a message entry.
+    """
+    D = _n_slots(connectivity)
+    half = D // 2
+    n = h * w
+    change = 0.0
+    for step in range(n):
+        li = step if forward else n - 1 - step
+        i = n0 + li
+        b0 = unary[i, 0]
+        b1 = unary[i, 1]
+        t0 = b0
+        t1 = b1
+        for d in range(D):
+            x = ws[li * D + d]
+            if x != x:  # no neighbour
+                continue
+            k = (li * D + d) * 2
+            m0 = msg[k]
+            m1 = msg[k + 1]
+            b0 += m0
+            b1 += m1
+            if (d < half) == forward:  # visited in this pass: its label scores x
+                lab = float(labels[i + noff[d]])
+                t0 = where_ge(lab, 0.5, t0, t0 + x)
+                t1 = where_ge(lab, 0.5, t1 + x, t1)
+            else:
+                t0 += m0
+                t1 += m1
+        labels[i] = 1 if t1 > t0 else 0
+        g = gamma[li]
+        for d in range(D):
+            if (d >= half) != forward:
+                continue
+            x = ws[li * D + d]
+            if x != x:
+                continue
+            k = (li * D + d) * 2
+            h0 = _NEG_INF if b0 == _NEG_INF else g * b0 - msg[k]
+            h1 = _NEG_INF if b1 == _NEG_INF else g * b1 - msg[k + 1]
+            new0 = where_ge(x + h0, h1, x + h0, h1)  # max(x + h0, h1)
+            new1 = where_ge(x + h1, h0, x + h1, h0)
+            mx = where_ge(new1, new0, new1, new0)
+            v0 = new0 - mx if mx > _NEG_INF else _NEG_INF
+            v1 = new1 - mx if mx > _NEG_INF else _NEG_INF
+            kin = ((li + noff[d]) * D + D - 1 - d) * 2
+            dd = abs(v0 - msg[kin])  # NaN when both are -inf: then no change
+            change = where_ge(dd, change, dd, change)
+            dd = abs(v1 - msg[kin + 1])
+            change = where_ge(dd, change, dd, change)
+            msg[kin] = v0
+            msg[kin + 1] = v1
+    return change
+
+
+@parallel_kernel
+def trws2_grid_batch(offsets, edge_offsets, shapes, connectivity, unary, edges, kind, pw, emat,
+                     potts, tol, max_iter, patience, labels, best_labels, n_iter, delta, scores):
+    """TRW-S on every two-label grid (``prange`` over grids): ``_graph.trws_batch``, with
+    the passes of :func:`_trws2_pass` (the same numbers)."""
+    n_graphs = offsets.shape[0] - 1
+    D = _n_slots(connectivity)
+    for g in prange(n_graphs):
+        n0 = offsets[g]
+        n1 = offsets[g + 1]
+        e0 = edge_offsets[g]
+        e1 = edge_offsets[g + 1]
+        h = shapes[g, 0]
+        w = shapes[g, 1]
+        msg = np.zeros((n1 - n0) * D * 2)
+        ws = np.empty((n1 - n0) * D)
+        noff = np.empty(D, dtype=np.int64)
+        slot_weights(connectivity, e0, h, w, potts, ws, noff)
+        gamma = np.empty(n1 - n0)
+        for r in range(h):
+            for c in range(w):
+                gamma[r * w + c] = _gamma(connectivity, h, w, r, c)
+        for i in range(n0, n1):
+            labels[i] = 0
+            best_labels[i] = 0
+        best = _NEG_INF
+        it = 0
+        d = 0.0
+        stale = 0
+        while it < max_iter:
+            it += 1
+            d = 0.0
+            stale += 1
+            for direction in range(2):
+                dd = _trws2_pass(direction == 0, connectivity, n0, h, w, unary, ws, noff,
+                                 gamma, msg, labels)
+                if dd > d:
+                    d = dd
+                sc = _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels)
+                if sc > best or (it == 1 and direction == 0):
+                    if sc > best:
+                        stale = 0
+                    best = sc
+                    for i in range(n0, n1):
+                        best_labels[i] = labels[i]
+            if d <= tol or stale >= patience:
+                break
+        n_iter[g] = it
+        delta[g] = d
+        scores[g] = best

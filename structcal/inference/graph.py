@@ -767,6 +767,17 @@ _TRWS_PATIENCE = 10
 def _run_trws(p, tol, max_iter):
     kind, pw, pwT, emat, potts = p._kernel_args()
     K, n, m, G = p.n_states, p.n_nodes, p.n_edges, p.n_graphs
+    if p.grid is not None and kind == _graph.KIND_POTTS and K == 2:
+        labels = np.zeros(n, dtype=np.int64)
+        best = np.zeros(n, dtype=np.int64)
+        n_iter = np.zeros(G, dtype=np.int64)
+        delta = np.zeros(G)
+        _grid.trws2_grid_batch(
+            p.offsets, p.edge_offsets, p.grid.shapes, p.grid.connectivity, p.unary, p.edges,
+            kind, pw, emat, potts, tol, max_iter, _TRWS_PATIENCE, labels, best, n_iter, delta,
+            np.zeros(G),
+        )
+        return best, n_iter, delta
     msg = np.empty((2 * m, K))
     belief = np.empty((n, K))
     labels = np.zeros(n, dtype=np.int64)
