@@ -262,3 +262,82 @@ def test_potts_large_magnitudes_stay_finite():
         p = GraphPotentials.from_grid(1e4 * rng.normal(size=(6, 6, K)), potts=1e4)
         q = G.mean_field(p, warn=False).marginals
         assert np.isfinite(q).all() and np.allclose(q.sum(axis=1), 1.0)
+
+
+# ---------------------------------------------------------------------------- message passing
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_grid_slots_are_the_csr_slots(connectivity):
+    from structcal.inference import _grid
+
+    for h, w in [(1, 1), (1, 4), (5, 1), (3, 4), (6, 7)]:
+        p = GraphPotentials.from_grid(np.zeros((h, w, 2)), potts=1.0, connectivity=connectivity)
+        D = 4 if connectivity == 4 else 8
+        nbr = np.empty((h * w, D), dtype=np.int64)
+        eid = np.empty((h * w, D), dtype=np.int64)
+        _grid.grid_slot_table(h, w, connectivity, 0, nbr, eid)
+        a = p.adjacency
+        for i in range(h * w):
+            sl = slice(a.indptr[i], a.indptr[i + 1])
+            have = nbr[i] >= 0
+            np.testing.assert_array_equal(nbr[i][have], a.neighbors[sl])
+            np.testing.assert_array_equal(eid[i][have], a.edge_id[sl])
+            assert ((nbr[i] >= 0) == (eid[i] >= 0)).all()
+
+
+def _grid_problems(rng, connectivity, shapes=((7, 9), (2, 2), (6, 13), (1, 5), (11, 4))):
+    imgs = [2.0 * rng.normal(size=(h, w, 2)) for h, w in shapes]
+    imgs[0][0, 0, 0] = -np.inf  # a pixel with one allowed label
+    imgs[2][3, 3, 1] = -np.inf
+    w = [rng.normal(size=grid_edges(*u.shape[:2], connectivity)[0].shape[0]) for u in imgs]
+    return GraphPotentials.from_grid(imgs, potts=w, connectivity=connectivity)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_grid_trws_equals_general_kernel(connectivity):
+    # the two-label grid kernel makes the general kernel's operations in the same order:
+    # the same labels, iterations, last change and (polished) MAP
+    rng = np.random.default_rng(connectivity)
+    p = _grid_problems(rng, connectivity)
+    ref = _general(p)
+    for max_iter in (1, 2, 5, 100):
+        for polish in (False, True):
+            a = G.map_inference(p, max_iter=max_iter, polish=polish, warn=False)
+            b = G.map_inference(ref, max_iter=max_iter, polish=polish, warn=False)
+            np.testing.assert_array_equal(a.map_labels, b.map_labels)
+            np.testing.assert_array_equal(a.map_score, b.map_score)
+            np.testing.assert_array_equal(a.n_iter, b.n_iter)
+            np.testing.assert_array_equal(a.delta, b.delta)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("damping", [0.0, 0.5])
+def test_grid_bp_equals_general_kernel(connectivity, damping):
+    # same schedule and stopping rule; the two-label messages are computed in closed form,
+    # so the numbers agree to rounding
+    rng = np.random.default_rng(10 + connectivity)
+    p = _grid_problems(rng, connectivity, shapes=((7, 9), (2, 2), (6, 13), (11, 4)))
+    assert not p.is_forest.any()
+    ref = _general(p)
+    for max_iter in (1, 3, 30):
+        kw = dict(damping=damping, max_iter=max_iter, warn=False, log_partition=True,
+                  edge_marginals=True)
+        a, b = G.belief_propagation(p, **kw), G.belief_propagation(ref, **kw)
+        np.testing.assert_allclose(a.marginals, b.marginals, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(a.edge_marginals, b.edge_marginals, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(a.log_partition, b.log_partition, rtol=1e-13)
+        np.testing.assert_allclose(a.delta, b.delta, rtol=1e-9, atol=1e-13)
+        np.testing.assert_array_equal(a.n_iter, b.n_iter)
+        assert a.marginals[0, 0] == 0.0
+
+
+def test_grid_bp_on_a_forest_batch_stays_exact():
+    # a batch with a one-row image takes the general kernels (exact two-pass BP there)
+    rng = np.random.default_rng(3)
+    p = GraphPotentials.from_grid([rng.normal(size=(1, 6, 2)), rng.normal(size=(2, 3, 2))],
+                                  potts=[rng.normal(size=5), rng.normal(size=7)])
+    r = G.belief_propagation(p, log_partition=True, warn=False)
+    ex = exact_graph(p, 0)
+    np.testing.assert_allclose(r.marginals[:6], ex.marginals, atol=1e-12)
+    np.testing.assert_allclose(r.log_partition[0], ex.log_partition, rtol=1e-12)

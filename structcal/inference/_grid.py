@@ -56,7 +56,7 @@ import numpy as np
 
 from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
 from .._simd import LANES, data_pointer, vhmax, vload, vsplat, vstore, where_ge
-from ._graph import _graph_score
+from ._graph import _bethe, _edge_beliefs, _graph_score
 
 _NEG_INF = -np.inf
 
@@ -632,3 +632,159 @@ def trws2_grid_batch(offsets, edge_offsets, shapes, connectivity, unary, edges, 
         n_iter[g] = it
         delta[g] = d
         scores[g] = best
+
+
+@kernel
+def _bp2_message(x, h0, h1):
+    """Normalised log-message ``(m_0, m_1)`` of a Potts edge of weight ``x`` (sum-product).
+
+    ``m_a = log(e^(h_a + x) + e^(h_{1-a}))`` from the sender's cavity ``h``, shifted to a
+    maximum of 0; its difference ``m_1 - m_0 = log(1 + e^(D + x)) - log(e^x + e^D)``
+    with ``D = h_1 - h_0`` is evaluated without overflow as ``max(D + x, 0) - max(x, D)
+    + log((1 + e^-|D + x|) / (1 + e^-|x - D|))``. Both ``-inf`` (the sender has no
+    allowed label): both ``-inf``, as in ``_graph._msg_potts``.
+    """
+    if h0 == _NEG_INF and h1 == _NEG_INF:
+        return _NEG_INF, _NEG_INF
+    if h0 == _NEG_INF:
+        diff = x
+    elif h1 == _NEG_INF:
+        diff = -x
+    else:
+        dh = h1 - h0
+        s = dh + x
+        t = x - dh
+        diff = (max(s, 0.0) - max(x, dh)) + math.log(
+            (1.0 + exp_nonpositive(-abs(s))) / (1.0 + exp_nonpositive(-abs(t)))
+        )
+    return -max(diff, 0.0), min(diff, 0.0)
+
+
+@kernel
+def _bp2_sweep(connectivity, n0, h, w, unary, ws, noff, damping, msg):
+    """One sweep of loopy sum-product BP on a two-label grid, in raster order.
+
+    As ``_graph._bp_graph``'s loopy schedule: each pixel in turn takes its belief (unary
+    plus messages in slot order) and sends every neighbour the message of its cavity
+    (belief minus that neighbour's message), damped in log space as
+    ``(1 - damping) * new + damping * old``. Returns the largest change of a message entry.
+    """
+    D = _n_slots(connectivity)
+    keep = 1.0 - damping
+    change = 0.0
+    for li in range(h * w):
+        i = n0 + li
+        b0 = unary[i, 0]
+        b1 = unary[i, 1]
+        for d in range(D):
+            if ws[li * D + d] == ws[li * D + d]:
+                b0 += msg[(li * D + d) * 2]
+                b1 += msg[(li * D + d) * 2 + 1]
+        for d in range(D):
+            x = ws[li * D + d]
+            if x != x:
+                continue
+            k = (li * D + d) * 2
+            m0 = msg[k]
+            m1 = msg[k + 1]
+            h0 = b0 - m0 if m0 > _NEG_INF else _bp2_cavity(connectivity, unary, ws, msg, i, li,
+                                                           d, 0)
+            h1 = b1 - m1 if m1 > _NEG_INF else _bp2_cavity(connectivity, unary, ws, msg, i, li,
+                                                           d, 1)
+            v0, v1 = _bp2_message(x, h0, h1)
+            kin = ((li + noff[d]) * D + D - 1 - d) * 2
+            old = msg[kin]
+            if damping > 0.0 and v0 > _NEG_INF and old > _NEG_INF:
+                v0 = keep * v0 + damping * old
+            dd = abs(v0 - old)  # NaN when both are -inf: then no change
+            change = where_ge(dd, change, dd, change)
+            old = msg[kin + 1]
+            if damping > 0.0 and v1 > _NEG_INF and old > _NEG_INF:
+                v1 = keep * v1 + damping * old
+            dd = abs(v1 - old)
+            change = where_ge(dd, change, dd, change)
+            msg[kin] = v0
+            msg[kin + 1] = v1
+    return change
+
+
+@kernel
+def _bp2_cavity(connectivity, unary, ws, msg, i, li, dout, a):
+    """Label ``a`` of pixel ``i``'s belief without the message from slot ``dout``, summed
+    directly (for a ``-inf`` message, which cannot be subtracted; ``_graph._cavity``)."""
+    D = _n_slots(connectivity)
+    v = unary[i, a]
+    for d in range(D):
+        if d != dout and ws[li * D + d] == ws[li * D + d]:
+            v += msg[(li * D + d) * 2 + a]
+    return v
+
+
+@parallel_kernel
+def bp2_grid_batch(offsets, edge_offsets, shapes, connectivity, unary, edges, kind, pw, emat,
+                   potts, indptr, nbr, damping, tol, max_iter, do_edge, marg, emarg, n_iter,
+                   delta, status, logz, belief, cmsg):
+    """Loopy sum-product BP on every two-label grid (``prange`` over grids).
+
+    The schedule, damping, stopping rule and outputs of ``_graph.bp_batch`` with
+    ``MODE_SUM`` on a graph with cycles: node marginals into ``marg`` and, with
+    ``do_edge``, edge beliefs into ``emarg`` and the Bethe log-partition into ``logz``
+    (by ``_graph._edge_beliefs`` and ``_graph._bethe`` on the beliefs ``belief``
+    (n_nodes, 2) and the messages laid out in CSR slots, ``cmsg`` (2 n_edges, 2)).
+    """
+    n_graphs = offsets.shape[0] - 1
+    D = _n_slots(connectivity)
+    for g in prange(n_graphs):
+        n0 = offsets[g]
+        n1 = offsets[g + 1]
+        h = shapes[g, 0]
+        w = shapes[g, 1]
+        n = n1 - n0
+        msg = np.zeros(n * D * 2)
+        ws = np.empty(n * D)
+        noff = np.empty(D, dtype=np.int64)
+        slot_weights(connectivity, edge_offsets[g], h, w, potts, ws, noff)
+        it = 0
+        d = 0.0
+        while it < max_iter:
+            it += 1
+            d = _bp2_sweep(connectivity, n0, h, w, unary, ws, noff, damping, msg)
+            if d <= tol:
+                break
+        n_iter[g] = it
+        delta[g] = d
+        status[g] = STATUS_OK
+        for li in range(n):
+            i = n0 + li
+            b0 = unary[i, 0]
+            b1 = unary[i, 1]
+            for dd in range(D):
+                if ws[li * D + dd] == ws[li * D + dd]:
+                    b0 += msg[(li * D + dd) * 2]
+                    b1 += msg[(li * D + dd) * 2 + 1]
+            mx = max(b0, b1)
+            if mx == _NEG_INF:
+                status[g] = STATUS_INFEASIBLE
+                continue
+            e0 = math.exp(b0 - mx)
+            e1 = math.exp(b1 - mx)
+            inv = 1.0 / (e0 + e1)
+            marg[i, 0] = e0 * inv
+            marg[i, 1] = e1 * inv
+            if do_edge:
+                belief[i, 0] = b0
+                belief[i, 1] = b1
+        if do_edge and status[g] == STATUS_OK:
+            for li in range(n):
+                k = indptr[n0 + li]
+                for dd in range(D):
+                    if ws[li * D + dd] == ws[li * D + dd]:
+                        cmsg[k, 0] = msg[(li * D + dd) * 2]
+                        cmsg[k, 1] = msg[(li * D + dd) * 2 + 1]
+                        k += 1
+            hs = np.empty(2)
+            ht = np.empty(2)
+            _edge_beliefs(edge_offsets[g], edge_offsets[g + 1], unary, edges, kind, pw, emat,
+                          potts, indptr, nbr, cmsg, belief, emarg, hs, ht)
+            logz[g] = _bethe(n0, n1, edge_offsets[g], edge_offsets[g + 1], unary, edges, kind,
+                             pw, emat, potts, indptr, marg, emarg)

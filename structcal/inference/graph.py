@@ -604,6 +604,9 @@ def mean_field(
 def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     kind, pw, pwT, emat, potts = p._kernel_args()
     K = p.n_states
+    if (mode == _graph.MODE_SUM and p.grid is not None and kind == _graph.KIND_POTTS and K == 2
+            and not p.is_forest.any()):
+        return _run_bp_grid(p, damping, tol, max_iter, do_edge)
     if mode == _graph.MODE_SUM and kind == _graph.KIND_MATRIX:
         EF, _, cF, _ = scaled_exponentials(pwT)
         ER, _, cR, _ = scaled_exponentials(pw)
@@ -664,6 +667,27 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     )
     converged = np.asarray(p.is_forest, dtype=bool) | (delta <= tol)
     return labels, scores, marg, emarg, logz, n_iter, converged, delta, status
+
+
+def _run_bp_grid(p, damping, tol, max_iter, do_edge):
+    """Loopy sum-product BP on two-label Potts grids (``_grid.bp2_grid_batch``)."""
+    kind, pw, _, emat, potts = p._kernel_args()
+    n, m, G = p.n_nodes, p.n_edges, p.n_graphs
+    marg = np.empty((n, 2))
+    emarg = np.empty((m, 2, 2)) if do_edge else np.empty((0, 2, 2))
+    n_iter = np.zeros(G, dtype=np.int64)
+    delta = np.zeros(G)
+    status = np.zeros(G, dtype=np.int64)
+    logz = np.zeros(G)
+    _grid.bp2_grid_batch(
+        p.offsets, p.edge_offsets, p.grid.shapes, p.grid.connectivity, p.unary, p.edges, kind,
+        pw, emat, potts, p.adjacency.indptr, p.adjacency.neighbors, damping, tol, max_iter,
+        bool(do_edge), marg, emarg, n_iter, delta, status, logz,
+        np.empty((n if do_edge else 0, 2)), np.zeros((2 * m if do_edge else 0, 2)),
+    )
+    converged = delta <= tol
+    labels = np.zeros(n, dtype=np.int64)
+    return labels, np.zeros(G), marg, emarg, logz, n_iter, converged, delta, status
 
 
 def belief_propagation(
