@@ -269,14 +269,16 @@ def test_potts_large_magnitudes_stay_finite():
 
 @pytest.mark.parametrize("connectivity", [4, 8])
 def test_grid_slots_are_the_csr_slots(connectivity):
-    from structcal.inference import _grid
+    # the index arithmetic of the grid kernels against the sorted CSR of the same edges
+    from structcal.potentials._grid_kernels import grid_slot_table
 
     for h, w in [(1, 1), (1, 4), (5, 1), (3, 4), (6, 7)]:
-        p = GraphPotentials.from_grid(np.zeros((h, w, 2)), potts=1.0, connectivity=connectivity)
+        p = GraphPotentials.from_list([np.zeros((h * w, 2))],
+                                      [grid_edges(h, w, connectivity)[0]], potts=1.0)
         D = 4 if connectivity == 4 else 8
         nbr = np.empty((h * w, D), dtype=np.int64)
         eid = np.empty((h * w, D), dtype=np.int64)
-        _grid.grid_slot_table(h, w, connectivity, 0, nbr, eid)
+        grid_slot_table(h, w, connectivity, 0, nbr, eid)
         a = p.adjacency
         for i in range(h * w):
             sl = slice(a.indptr[i], a.indptr[i + 1])

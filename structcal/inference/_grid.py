@@ -3,25 +3,14 @@
 A batch built by :meth:`~structcal.potentials.GraphPotentials.from_grid` carries its
 :class:`~structcal.potentials.graph.GridLayout`: graph ``g`` is an ``h x w`` image of
 row-major pixels (node ``n0 + r * w + c``) whose edges, from ``e0 = edge_offsets[g]``,
-are those of :func:`~structcal.potentials.grid_edges`, grouped by direction:
-
-============== =================================== ===========================================
-direction      pixels                              edge index
-============== =================================== ===========================================
-horizontal     ``(r, c) - (r, c + 1)``             ``eH + r (w - 1) + c``, ``eH = e0``
-vertical       ``(r, c) - (r + 1, c)``             ``eV + r w + c``, ``eV = eH + h (w - 1)``
-diagonal       ``(r, c) - (r + 1, c + 1)``         ``eD + r (w - 1) + c``, ``eD = eV + (h - 1) w``
-anti-diagonal  ``(r, c + 1) - (r + 1, c)``         ``eA + r (w - 1) + c``,
-                                                   ``eA = eD + (h - 1) (w - 1)``
-============== =================================== ===========================================
-
-so the kernels find a pixel's neighbours and their Potts weights by index arithmetic,
-with no CSR indirection. A pixel's *slots* list its neighbours in increasing node index,
-the order of its CSR slots (:class:`~structcal.potentials.GraphAdjacency`): up, left,
+are those of :func:`~structcal.potentials.grid_edges`. The kernels here find a pixel's
+neighbours and the Potts weights of its edges by index arithmetic
+(:mod:`structcal.potentials._grid_kernels`), with no CSR indirection. A pixel's *slots*
+list its neighbours in increasing node index, the order of its CSR slots: up, left,
 right, down (4-connected); up-left, up, up-right, left, right, down-left, down,
 down-right (8-connected). Every sum over neighbours runs in slot order, as in the
 general kernels of :mod:`structcal.inference._graph`, which is what makes the results of
-the two agree to rounding (mean field: bit for bit).
+the two agree (mean field and TRW-S: bit for bit).
 
 Mean field: colour classes, vectorised over pixels
 --------------------------------------------------
@@ -56,77 +45,15 @@ import numpy as np
 
 from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
 from .._simd import LANES, data_pointer, vhmax, vload, vsplat, vstore, where_ge
+from ..potentials._grid_kernels import n_slots as _n_slots
+from ..potentials._grid_kernels import slot_edge as _slot_edge
+from ..potentials._grid_kernels import slot_offset as _slot_offset
 from ._graph import _bethe, _edge_beliefs, _graph_score
 
 _NEG_INF = -np.inf
 
 STATUS_OK = 0
 STATUS_INFEASIBLE = 1
-
-
-# --------------------------------------------------------------------------- structure
-
-
-@kernel
-def _n_slots(connectivity):
-    return 4 if connectivity == 4 else 8
-
-
-@kernel
-def _slot_offset(connectivity, d):
-    """``(dr, dc)`` of slot ``d``'s neighbour."""
-    if connectivity == 4:
-        if d == 0:
-            return -1, 0
-        if d == 1:
-            return 0, -1
-        if d == 2:
-            return 0, 1
-        return 1, 0
-    if d < 3:
-        return -1, d - 1
-    if d == 3:
-        return 0, -1
-    if d == 4:
-        return 0, 1
-    return 1, d - 6
-
-
-@kernel
-def _slot_edge(connectivity, e0, h, w, r, c, d):
-    """Edge joining pixel ``(r, c)`` to its slot-``d`` neighbour, or -1 if it has none."""
-    dr, dc = _slot_offset(connectivity, d)
-    rr = r + dr
-    cc = c + dc
-    if rr < 0 or rr >= h or cc < 0 or cc >= w:
-        return -1
-    eV = e0 + h * (w - 1)
-    if dr == 0:  # horizontal: the edge of the left pixel of the pair
-        return e0 + r * (w - 1) + min(c, cc)
-    if dc == 0:  # vertical: the edge of the upper pixel
-        return eV + min(r, rr) * w + c
-    eD = eV + (h - 1) * w
-    top = min(r, rr)
-    if dr == dc:  # diagonal (r, c) - (r + 1, c + 1)
-        return eD + top * (w - 1) + min(c, cc)
-    # anti-diagonal (r', c' + 1) - (r' + 1, c'): c' is the smaller column
-    return eD + (h - 1) * (w - 1) + top * (w - 1) + min(c, cc)
-
-
-@kernel
-def grid_slot_table(h, w, connectivity, e0, nbr, eid):
-    """Write the neighbour (local index) and edge of every slot of every pixel (-1: none).
-
-    ``nbr`` and ``eid`` have shape ``(h * w, n_slots)``; for the tests and for reference.
-    """
-    D = _n_slots(connectivity)
-    for r in range(h):
-        for c in range(w):
-            for d in range(D):
-                dr, dc = _slot_offset(connectivity, d)
-                e = _slot_edge(connectivity, e0, h, w, r, c, d)
-                eid[r * w + c, d] = e
-                nbr[r * w + c, d] = (r + dr) * w + c + dc if e >= 0 else -1
 
 
 # --------------------------------------------------------------------------- mean field

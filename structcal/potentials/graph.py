@@ -117,6 +117,24 @@ def _build_adjacency(n_nodes: int, edges: np.ndarray) -> GraphAdjacency:
     )
 
 
+def _grid_adjacency(shapes, connectivity, offsets, edge_offsets) -> GraphAdjacency:
+    """The CSR adjacency of a batch of grids, by index arithmetic (no sort)."""
+    from ._grid_kernels import grid_csr, grid_degrees
+
+    shapes = np.asarray(shapes, dtype=np.int64).reshape(-1, 2)
+    n = int(offsets[-1])
+    degree = np.empty(n, dtype=np.int64)
+    grid_degrees(shapes, connectivity, degree)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(degree, out=indptr[1:])
+    m2 = int(indptr[-1])
+    nbr, eid, twin = (np.empty(m2, dtype=np.int64) for _ in range(3))
+    rev = np.empty(m2, dtype=bool)
+    grid_csr(shapes, connectivity, offsets, edge_offsets, indptr, nbr, eid, rev, twin)
+    return GraphAdjacency(indptr=_readonly(indptr), neighbors=_readonly(nbr),
+                          edge_id=_readonly(eid), reversed=_readonly(rev), twin=_readonly(twin))
+
+
 def _forest_flags(n_nodes, offsets, edges, edge_offsets) -> np.ndarray:
     """Whether each graph is a forest: n_edges == n_nodes - n_components."""
     from scipy.sparse import coo_matrix
@@ -581,9 +599,10 @@ class GraphPotentials:
                 )
         is_forest = np.array([min(s) <= 1 for s in shapes], dtype=bool)
         grid = GridLayout(np.asarray(shapes, dtype=np.int64).reshape(-1, 2), connectivity)
+        adjacency = _grid_adjacency(shapes, connectivity, offsets, edge_offsets)
         return cls._trusted(
             unary, offsets, edges, edge_offsets, pairwise, edge_type, potts, is_forest=is_forest,
-            grid=grid,
+            grid=grid, adjacency=adjacency,
         )
 
     @classmethod
