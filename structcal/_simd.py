@@ -93,21 +93,25 @@ def _vector_pointer(context, builder, arrty, arr, idx):
 
 @intrinsic
 def data_pointer(typingctx, arr):
-    """The data pointer of a C-contiguous float64 array, as an :data:`f64ptr`.
+    """The data pointer of a C-contiguous array (a ``CPointer`` of its dtype, uint8 for a
+    boolean array; an :data:`f64ptr` for float64 arrays).
 
     Kernels pass pointers, not arrays, to the helpers they call in their hot loops: an
     array handed to an inlined Numba function is reference-counted (atomic increments and
     decrements that Numba cannot prune across loops), a pointer is a plain value. The
     array must stay alive while the pointer is used; index it as ``p[i]`` (flat,
-    row-major) or with :func:`vload` / :func:`vstore`.
+    row-major) or, for float64, with :func:`vload` / :func:`vstore`.
     """
-    if not _is_c_array(arr):
-        raise TypingError(f"data_pointer needs a C-contiguous float64 array; got {arr}")
+    if not (isinstance(arr, types.Array) and arr.layout == "C"):
+        raise TypingError(f"data_pointer needs a C-contiguous array; got {arr}")
+    boolean = arr.dtype == types.boolean
+    ptr = types.CPointer(types.uint8 if boolean else arr.dtype)
 
     def codegen(context, builder, signature, args):
-        return context.make_array(signature.args[0])(context, builder, args[0]).data
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.bitcast(data, ir.IntType(8).as_pointer()) if boolean else data
 
-    return f64ptr(arr), codegen
+    return ptr(arr), codegen
 
 
 @intrinsic

@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
+from .._simd import data_pointer
 from ._chain import _logsumexp_row
 
 _TINY = 1e-200
@@ -61,33 +62,45 @@ def _pair(kind, pw, emat, potts, e, a, b):
 
 
 @kernel
-def _add_pair_row(kind, pw, pwT, emat, potts, e, r, yb, out):
-    """Add ``psi(a, yb)`` to ``out[a]`` for every ``a``.
+def _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels):
+    """The data pointers of the model, structure and labels, as one tuple ``P``.
+
+    Helpers called once per node take ``P`` rather than the arrays: an array passed to a
+    Numba function is reference-counted at every call (atomic operations that cost more
+    than the helper's own work), a pointer is a plain value. The arrays must outlive
+    ``P``.
+    """
+    return (data_pointer(unary), data_pointer(pw), data_pointer(pwT), data_pointer(emat),
+            data_pointer(potts), data_pointer(indptr), data_pointer(nbr), data_pointer(eid),
+            data_pointer(rev), data_pointer(labels))
+
+
+@kernel
+def _add_pair_row(kind, K, P, e, r, yb, out):
+    """Add ``psi(a, yb)`` to ``out[a]`` for every ``a`` (``out`` a pointer, ``P`` from
+    :func:`_pointers`).
 
     The pairwise score of edge ``e`` seen from a node (label ``a``) whose neighbour has
     label ``yb``; ``r`` is the slot's ``rev``.
     """
-    K = out.shape[0]
     if kind == KIND_POTTS:
-        out[yb] += potts[e]
-    elif r:
-        m = emat[e]
-        for a in range(K):
-            out[a] += pw[m, yb, a]
+        out[yb] += P[4][e]
     else:
-        m = emat[e]
+        base = (P[3][e] * K + yb) * K
+        X = P[1] if r else P[2]
         for a in range(K):
-            out[a] += pwT[m, yb, a]
+            out[a] += X[base + a]
 
 
 @kernel
-def _conditional_logits(i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, out):
-    """``out[a] = unary[i, a] + sum_j psi_ij(a, labels[j])`` over the neighbours of ``i``."""
-    K = unary.shape[1]
+def _conditional_logits(i, kind, K, P, out):
+    """``out[a] = unary[i, a] + sum_j psi_ij(a, labels[j])`` over the neighbours of ``i``
+    (``out`` a pointer, ``P`` from :func:`_pointers`)."""
+    unary, indptr, nbr, eid, rev, labels = P[0], P[5], P[6], P[7], P[8], P[9]
     for a in range(K):
-        out[a] = unary[i, a]
+        out[a] = unary[i * K + a]
     for k in range(indptr[i], indptr[i + 1]):
-        _add_pair_row(kind, pw, pwT, emat, potts, eid[k], rev[k], labels[nbr[k]], out)
+        _add_pair_row(kind, K, P, eid[k], rev[k], labels[nbr[k]], out)
 
 
 @kernel
@@ -189,14 +202,14 @@ def _icm_graph(
     whether the last one changed nothing.
     """
     K = unary.shape[1]
+    P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+    T = data_pointer(tmp)
     sweeps = 0
     while sweeps < max_iter:
         sweeps += 1
         changed = False
         for i in range(n0, n1):
-            _conditional_logits(
-                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
-            )
+            _conditional_logits(i, kind, K, P, T)
             best = labels[i]
             bv = tmp[best]
             for a in range(K):
@@ -264,10 +277,10 @@ def conditional_logits_batch(
     K = unary.shape[1]
     for g in prange(n_graphs):
         tmp = np.empty(K)
+        P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+        T = data_pointer(tmp)
         for i in range(offsets[g], offsets[g + 1]):
-            _conditional_logits(
-                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
-            )
+            _conditional_logits(i, kind, K, P, T)
             for a in range(K):
                 out[i, a] = tmp[a]
 
@@ -299,13 +312,13 @@ def second_best_batch(
     K = unary.shape[1]
     for g in prange(n_graphs):
         tmp = np.empty(K)
+        P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+        T = data_pointer(tmp)
         best = _NEG_INF
         bn = -1
         bl = -1
         for i in range(offsets[g], offsets[g + 1]):
-            _conditional_logits(
-                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
-            )
+            _conditional_logits(i, kind, K, P, T)
             cur = tmp[labels[i]]
             for a in range(K):
                 if a == labels[i] or tmp[a] == _NEG_INF:
@@ -1107,6 +1120,8 @@ def _decode(
     (n1 - n0,) scratch. Returns False if some node has no feasible label.
     """
     K = unary.shape[1]
+    P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+    T = data_pointer(tmp)
     for j in range(n1 - n0):
         decided[j] = False
     ok = True
@@ -1117,7 +1132,7 @@ def _decode(
         for k in range(indptr[j], indptr[j + 1]):
             i = nbr[k]
             if decided[i - n0]:
-                _add_pair_row(kind, pw, pwT, emat, potts, eid[k], rev[k], labels[i], tmp)
+                _add_pair_row(kind, K, P, eid[k], rev[k], labels[i], T)
             else:
                 for a in range(K):
                     tmp[a] += msg[k, a]
@@ -1167,6 +1182,8 @@ def _trws_pass(
     ahead. Returns the largest change of a log-message entry.
     """
     K = unary.shape[1]
+    P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+    T = data_pointer(tmp)
     change = 0.0
     for step in range(n1 - n0):
         i = n0 + step if forward else n1 - 1 - step
@@ -1177,7 +1194,7 @@ def _trws_pass(
         for k in range(indptr[i], indptr[i + 1]):
             j = nbr[k]
             if (j < i) == forward:
-                _add_pair_row(kind, pw, pwT, emat, potts, eid[k], rev[k], labels[j], tmp)
+                _add_pair_row(kind, K, P, eid[k], rev[k], labels[j], T)
             else:
                 for a in range(K):
                     tmp[a] += msg[k, a]

@@ -317,15 +317,14 @@ def pseudo_marginals(potentials: GraphPotentials, labels) -> np.ndarray:
     p = _check_potentials(potentials)
     labels = _labels_iv(p, labels)
     logits = _conditional_logits(p, labels)
-    mx = logits.max(axis=1, initial=-np.inf, keepdims=True) if p.n_nodes else np.zeros((0, 1))
-    if p.n_nodes and np.isneginf(mx).any():
-        i = int(np.flatnonzero(np.isneginf(mx[:, 0]))[0])
+    out = np.empty_like(logits)
+    _graph.softmax_rows(logits, out)
+    bad = np.flatnonzero(np.isnan(out[:, 0]))
+    if bad.size:
         raise InfeasibleError(
-            f"pseudo-marginals are undefined at node {i}: every label is forbidden given the "
-            "clamped neighbours in `labels`"
+            f"pseudo-marginals are undefined at node {int(bad[0])}: every label is forbidden "
+            "given the clamped neighbours in `labels`"
         )
-    out = np.exp(logits - mx)
-    out /= out.sum(axis=1, keepdims=True)
     return out
 
 
