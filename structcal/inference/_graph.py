@@ -1583,3 +1583,68 @@ def bp_batch(
                 potts,
                 labels,
             )
+
+
+# --------------------------------------------------------------------------- Gibbs sampling
+
+
+@kernel
+def _uniform(seed, counter):
+    """A uniform number in [0, 1) from ``(seed, counter)``: splitmix64's output function.
+
+    Counter-based, so a node's draw at a sweep does not depend on the order in which the
+    nodes (or the graphs of a batch, or the threads) are processed.
+    """
+    z = np.uint64(seed) + np.uint64(counter) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@parallel_kernel
+def gibbs_batch(offsets, order, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
+                labels, seed, sweep0, n_sweeps, status):
+    """Run ``n_sweeps`` Gibbs sweeps on every graph (``prange`` over graphs), in place.
+
+    A sweep visits the nodes in ``order`` (colour class by colour class); each node draws
+    its label from its conditional distribution given its neighbours' current labels,
+    ``softmax(unary_i + sum_j psi_ij(., labels_j))``, with the uniform
+    ``_uniform(seed, sweep * n_nodes + i)`` (sweeps numbered from ``sweep0``): the first
+    label whose cumulative weight exceeds ``u`` times the total. ``status[g]`` is set to
+    infeasible if some node had no allowed label (it keeps its label).
+    """
+    n_graphs = offsets.shape[0] - 1
+    n, K = unary.shape
+    for g in prange(n_graphs):
+        tmp = np.empty(K)
+        P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+        T = data_pointer(tmp)
+        for s in range(n_sweeps):
+            base = (sweep0 + s) * n
+            for idx in range(offsets[g], offsets[g + 1]):
+                i = order[idx]
+                _conditional_logits(i, kind, K, P, T)
+                mx = _NEG_INF
+                for a in range(K):
+                    mx = max(mx, tmp[a])
+                if mx == _NEG_INF:
+                    status[g] = STATUS_INFEASIBLE
+                    continue
+                total = 0.0
+                last = 0
+                for a in range(K):
+                    v = exp_nonpositive(tmp[a] - mx)
+                    tmp[a] = v
+                    total += v
+                    if v > 0.0:
+                        last = a
+                t = _uniform(seed, base + i) * total
+                lab = last
+                cum = 0.0
+                for a in range(K):
+                    cum += tmp[a]
+                    if cum > t:
+                        lab = a
+                        break
+                labels[i] = lab
