@@ -329,3 +329,36 @@ def test_image_kinds_with_one_seed_share_their_samples():
                                            random_state=np.random.default_rng(3)) for k in kinds]
     for k, f, g in zip(kinds, fresh, got):
         np.testing.assert_array_equal(f.probabilities(pred, k.instances(pred)), g)
+
+
+def test_gibbs_raw_probability_matches_the_crf_by_enumeration():
+    # on a small coupled grid the Gibbs estimate converges to the event's probability
+    # under the CRF itself (enumerated), which the marginal-sampling estimate does not
+    from structcal.inference.exact import exact_graph
+
+    rng = np.random.default_rng(5)
+    U = rng.normal(size=(3, 4, 2))
+    U[1, 1:3, 1] += 1.5
+    p = GraphPotentials.from_grid([U], potts=1.4)
+    pred = StructuredPrediction(p, map_method="trws")
+    ex = exact_graph(p, 0)
+    n = 1500
+    for kind in (ObjectEvents(raw="gibbs", n_samples=n, random_state=2),
+                 AllObjectsFound(raw="gibbs", n_samples=n, random_state=2),
+                 ObjectCountCorrect(raw="gibbs", n_samples=n, random_state=2)):
+        ev = kind.instances(pred)
+        assert len(ev) >= 1
+        holds = np.array([kind.outcomes(pred, ev, y) for y in ex.labelings])
+        for e in range(len(ev)):
+            want = ex.probability(holds[:, e])
+            got = kind.probabilities(pred, ev)[e]
+            # Gibbs draws are correlated: a loose multiple of the independent standard error
+            assert abs(got - want) < 6 * np.sqrt(want * (1 - want) / n) + 0.01, (kind, e)
+    # the estimates under the mean-field marginals are a different quantity here
+    sampled = ObjectEvents(raw="sampled", n_samples=n, random_state=2)
+    gibbs = ObjectEvents(raw="gibbs", n_samples=n, random_state=2)
+    ev = gibbs.instances(pred)
+    assert not np.allclose(sampled.probabilities(pred, ev), gibbs.probabilities(pred, ev),
+                           atol=0.05)
+    with pytest.raises(ParameterError, match="raw"):
+        AllObjectsFound(raw="factorised")

@@ -25,11 +25,15 @@ does not, ``prod_i q_i(c) prod_{j in boundary} (1 - q_j(c))``. It is cheap (one 
 the members and their boundary), deterministic, and a lower bound on the probability of
 the event under ``q`` (an exact copy of the object matches it with IoU 1). It is known
 to be far too low for large objects with uncertain rims - which is what recalibration
-corrects. ``raw="sampled"`` estimates the event's own probability under ``q`` instead:
-the fraction of ``n_samples`` labelings drawn node by node from ``q`` in which the event
-holds (the same outcome code as for the gold labeling; costs one connected-components
-pass per sample). The per-image kinds always use that estimate. Samples from the CRF
-itself (Gibbs) would include the correlations ``q`` drops; they are not implemented.
+corrects. The two Monte Carlo estimates count the fraction of ``n_samples`` labelings in
+which the event holds (the same outcome code as for the gold labeling; one
+connected-components pass per sample): ``raw="sampled"`` draws the labelings node by node
+from ``q`` (independent pixels: the event's probability under ``q``), ``raw="gibbs"``
+from the CRF itself by Gibbs sampling (:func:`~structcal.inference.graph.gibbs_sample`,
+started at the MAP labeling, 20 burn-in sweeps, a sample every 2 sweeps), which keeps
+the correlations between neighbouring pixels that ``q`` drops. The per-image kinds
+always estimate by sampling, from ``q`` or (``raw="gibbs"``) from the CRF. Kinds with the
+same ``random_state`` (an int) and sample source share their samples.
 """
 
 from __future__ import annotations
@@ -170,21 +174,39 @@ def _match(pred, background, labels):
     return best, gold_best, gold_item, np.bincount(gold_item, minlength=pred.n_items)
 
 
-def _sample_matches(pred, background, n_samples, random_state):
-    """:func:`_match` for each of ``n_samples`` labelings drawn node by node from the
-    marginals (what every sampled probability of this module needs).
+#: Gibbs chains of ``raw="gibbs"``: sweeps discarded, then sweeps between samples.
+GIBBS_BURN_IN = 20
+GIBBS_THIN = 2
+
+
+def _sample_matches(pred, background, n_samples, random_state, source):
+    """:func:`_match` for each of ``n_samples`` labelings (what every sampled probability
+    of this module needs): drawn node by node from the marginals (``source="sampled"``)
+    or from the CRF by Gibbs sampling from the MAP labeling (``source="gibbs"``).
 
     Cached on ``pred`` when ``random_state`` is an int, so that kinds with the same seed
-    (e.g. :class:`AllObjectsFound` and :class:`ObjectCountCorrect`) share the samples.
+    and source (e.g. :class:`AllObjectsFound` and :class:`ObjectCountCorrect`) share the
+    samples.
     """
     def compute():
-        rng = check_random_state(random_state)
-        q = pred.marginals
-        return [_match(pred, background, _sample_labelings(q, rng)) for _ in range(n_samples)]
+        if source == "gibbs":
+            from ..inference.graph import _gibbs_chain
+            from ..potentials import ChainPotentials, GraphPotentials
+
+            p = pred.potentials
+            if isinstance(p, ChainPotentials):
+                p = GraphPotentials.from_chain(p)
+            draws = _gibbs_chain(p, n_samples, GIBBS_BURN_IN, GIBBS_THIN,
+                                 np.asarray(pred.map_labels, dtype=np.int64), random_state)
+        else:
+            rng = check_random_state(random_state)
+            q = pred.marginals
+            draws = (_sample_labelings(q, rng) for _ in range(n_samples))
+        return [_match(pred, background, y) for y in draws]
 
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        return pred._get(("_sample_matches", background, int(n_samples), int(random_state)),
-                         compute)
+        key = ("_sample_matches", source, background, int(n_samples), int(random_state))
+        return pred._get(key, compute)
     return compute()
 
 
@@ -217,10 +239,10 @@ class ObjectEvents(NodeSetKind):
         The label that forms no objects (None: every label does).
     iou_threshold : float, default=0.5
         In (0, 1]. At 0.5 or above a predicted object can match at most one gold object.
-    raw : {"factorised", "sampled"}, default="factorised"
+    raw : {"factorised", "sampled", "gibbs"}, default="factorised"
         The raw model probability (see the module docstring).
     n_samples : int, default=32
-        Samples of ``raw="sampled"``.
+        Samples of ``raw="sampled"`` and ``raw="gibbs"``.
     random_state : int, Generator or None, default=0
         Seed of the samples.
     class_names : sequence of str, optional
@@ -243,7 +265,7 @@ class ObjectEvents(NodeSetKind):
     def __init__(self, *, background=0, iou_threshold=0.5, raw="factorised", n_samples=32,
                  random_state=0, class_names=None, name="object"):
         self.background, self.iou_threshold = _check_common(background, iou_threshold)
-        self.raw = check_option(raw, "raw", ("factorised", "sampled"))
+        self.raw = check_option(raw, "raw", ("factorised", "sampled", "gibbs"))
         self.n_samples = check_int(n_samples, "n_samples", low=1)
         self.random_state = random_state
         self.class_names = None if class_names is None else tuple(str(c) for c in class_names)
@@ -287,8 +309,9 @@ class ObjectEvents(NodeSetKind):
 
     def probabilities(self, pred, events):
         """Raw probability of each object event (see the module docstring)."""
-        if self.raw == "sampled":
-            matches = _sample_matches(pred, self.background, self.n_samples, self.random_state)
+        if self.raw != "factorised":
+            matches = _sample_matches(pred, self.background, self.n_samples, self.random_state,
+                                      self.raw)
             return np.mean([m[0] >= self.iou_threshold for m in matches], axis=0).reshape(-1)
         q = pred.marginals
         indptr, indices = pred.neighbors()
@@ -311,8 +334,10 @@ class _ImageObjectKind(EventKind, metaclass=ABCMeta):
     scope = "item"
     contains_map = True
 
-    def __init__(self, *, background=0, iou_threshold=0.5, n_samples=32, random_state=0, name):
+    def __init__(self, *, background=0, iou_threshold=0.5, raw="sampled", n_samples=32,
+                 random_state=0, name):
         self.background, self.iou_threshold = _check_common(background, iou_threshold)
+        self.raw = check_option(raw, "raw", ("sampled", "gibbs"))
         self.n_samples = check_int(n_samples, "n_samples", low=1)
         self.random_state = random_state
         self.name = str(name)
@@ -337,11 +362,12 @@ class _ImageObjectKind(EventKind, metaclass=ABCMeta):
         return np.ones(len(events), dtype=bool)
 
     def probabilities(self, pred, events):
-        matches = _sample_matches(pred, self.background, self.n_samples, self.random_state)
+        matches = _sample_matches(pred, self.background, self.n_samples, self.random_state,
+                                  self.raw)
         return np.mean([self._holds(pred, m)[events.item] for m in matches], axis=0).reshape(-1)
 
     def __repr__(self):
-        return f"{type(self).__name__}(background={self.background})"
+        return f"{type(self).__name__}(background={self.background}, raw={self.raw!r})"
 
 
 def _objects_per_item(pred, component, n_comp):
@@ -352,13 +378,15 @@ class AllObjectsFound(_ImageObjectKind):
     """Per image: "every gold object is matched by a predicted object with IoU >= threshold".
 
     Holds vacuously for an image without gold objects. Parameters as
-    :class:`ObjectEvents` (``name`` defaults to ``"all_found"``); the raw probability is
-    the sampled estimate under the factorised marginals.
+    :class:`ObjectEvents` (``name`` defaults to ``"all_found"``), except ``raw``: the raw
+    probability is the fraction of sampled labelings in which the event holds, labelings
+    drawn node by node from the marginals (``raw="sampled"``, the default) or from the
+    CRF by Gibbs sampling (``raw="gibbs"``).
     """
 
-    def __init__(self, *, background=0, iou_threshold=0.5, n_samples=32, random_state=0,
-                 name="all_found"):
-        super().__init__(background=background, iou_threshold=iou_threshold,
+    def __init__(self, *, background=0, iou_threshold=0.5, raw="sampled", n_samples=32,
+                 random_state=0, name="all_found"):
+        super().__init__(background=background, iou_threshold=iou_threshold, raw=raw,
                          n_samples=n_samples, random_state=random_state, name=name)
 
     def _holds(self, pred, match):
@@ -376,8 +404,9 @@ class ObjectCountCorrect(_ImageObjectKind):
     ``"count"``).
     """
 
-    def __init__(self, *, background=0, n_samples=32, random_state=0, name="count"):
-        super().__init__(background=background, n_samples=n_samples,
+    def __init__(self, *, background=0, raw="sampled", n_samples=32, random_state=0,
+                 name="count"):
+        super().__init__(background=background, raw=raw, n_samples=n_samples,
                          random_state=random_state, name=name)
 
     def _holds(self, pred, match):
