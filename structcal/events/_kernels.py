@@ -220,3 +220,12 @@ def _lexsort2(x, y):
     """Indices sorting the points by ``x``, then ``y``."""
     order = np.argsort(y, kind="mergesort")
     return order[np.argsort(x[order], kind="mergesort")]
+
+
+@kernel
+def first_nodes(component, out):
+    """``out[c]``: the smallest node of component ``c`` (``out`` holds -1 on entry)."""
+    for i in range(component.shape[0]):
+        c = component[i]
+        if c >= 0 and out[c] < 0:
+            out[c] = i

@@ -211,12 +211,10 @@ def _sample_matches(pred, background, n_samples, random_state, source):
 
 
 def _first_nodes(component, n_components):
-    """The smallest node of each component (components are numbered in that order)."""
-    nodes = np.flatnonzero(component >= 0)
-    comp = component[nodes]
-    new = np.ones(comp.shape[0], dtype=bool)
-    new[1:] = comp[1:] > np.maximum.accumulate(comp)[:-1]
-    return nodes[new]
+    """The smallest node of each component."""
+    out = np.full(n_components, -1, dtype=np.int64)
+    _kernels.first_nodes(np.ascontiguousarray(component, dtype=np.int64), out)
+    return out
 
 
 def _check_common(background, iou_threshold):
