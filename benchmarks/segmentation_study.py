@@ -204,6 +204,7 @@ def raw_comparison(pred_val, pred_test, val, test, n_boot, rng):
     out = {}
     for name, kinds_ in sources.items():
         out[name] = {}
+        preds = {}
         for src, kind in kinds_:
             t = time.process_time()
             a = build_events(pred_val, [kind], y_true=val.masks.reshape(-1),
@@ -223,6 +224,17 @@ def raw_comparison(pred_val, pred_test, val, test, n_boot, rng):
             if name == "object":
                 row["aurc_raw"] = risk_coverage_curve(yb, raw_b).aurc
             out[name][src] = row
+            preds[src] = (yb, b.item, {"raw": raw_b, "isotonic_raw": iso, "knn": knn})
+        # the events are the same for every source (the MAP's objects / the images): paired
+        # bootstrap intervals (images resampled) of the Brier differences between sources
+        srcs = [src for src, _ in kinds_]
+        for i, s1 in enumerate(srcs):
+            for s2 in srcs[i + 1:]:
+                y, item, p1 = preds[s1]
+                _, _, p2 = preds[s2]
+                out[name][f"{s1}_minus_{s2}"] = {
+                    f: brier_boot(y.astype(float), p1[f], p2[f], item, n_boot, rng)
+                    for f in ("raw", "isotonic_raw", "knn")}
     return out
 
 
@@ -399,6 +411,10 @@ def main():
     print("\nraw probability source: Brier x100 / ECE of raw, isotonic on raw, k-NN (test)")
     for name, rows in res["raw_comparison"].items():
         for src, r in rows.items():
+            if "_minus_" in src:
+                print(f"  {name:<9} {src:<22} Brier x100 difference " + "  ".join(
+                    f"{f} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for f, (d, lo, hi) in r.items()))
+                continue
             print(f"  {name:<9} {src:<10} " + "  ".join(
                 f"{f} {r[f]['brier']:.3f}/{r[f]['ece']:.4f}" for f in ("raw", "isotonic_raw", "knn")))
     e2e = res["recalibrator"]
