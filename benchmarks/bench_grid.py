@@ -14,13 +14,12 @@
    [min, max] of ``--repeats`` runs, in ns per node and sweep. ``--quick``: 130 x 174 only.
 2. Mean field, loopy BP (sum-product) and TRW-S (max-product) on grids of 10^4, 10^5 and
    10^6 pixels (2 labels, Potts), grid kernels: CPU seconds per sweep, the exponent of
-   time vs nodes (least squares on the log-log points), and the peak resident memory a
-   call adds (``VmHWM`` after resetting it through ``/proc/self/clear_refs``: NumPy and
-   Numba allocations alike) as a multiple of the potentials' bytes (unary + Potts weights
-   + edges + CSR adjacency; only meaningful at 10^6, where the allocations are too large
-   to reuse freed memory), plus what stays cached with the potentials (mean field's
-   column-parity planes, built once per batch). At 10^4 and 10^5 pixels the general
-   kernels run on the same graphs for comparison (A/B, ns per node and sweep).
+   time vs nodes (least squares on the log-log points), and the peak resident memory the
+   first call adds, in a fresh process (``VmHWM`` after resetting it through
+   ``/proc/self/clear_refs``: NumPy and Numba allocations alike, and what mean field keeps
+   cached with the potentials) as a multiple of the potentials' bytes (unary + Potts
+   weights + edges + CSR adjacency). At 10^4 and 10^5 pixels the general kernels run on
+   the same graphs for comparison (A/B, ns per node and sweep).
 
 pydensecrf2 is in the ``bench`` extra (``pip install -e ".[bench]"``); without it part 1
 reports only structcal. The machine this runs on may be shared: compare the columns of
@@ -132,29 +131,54 @@ def _status(key):
     return 0
 
 
-def peak_added_bytes(fn):
-    """Peak resident memory added by ``fn()`` (Linux; None elsewhere)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset VmHWM to the current RSS
-    except OSError:
-        return None
+METHODS = {
+    "mean_field": lambda p, sweeps: mean_field(p, tol=0.0, max_iter=sweeps, warn=False),
+    "loopy_bp": lambda p, sweeps: belief_propagation(p, tol=0.0, max_iter=sweeps, warn=False),
+    "trws": lambda p, sweeps: map_inference(p, tol=0.0, max_iter=sweeps, polish=False,
+                                            warn=False),
+}
+
+
+def _memory_child(method, side, sweeps):
+    """In a fresh process: the peak resident memory one call adds (first call, so that
+    nothing freed by earlier calls is reused; includes what it caches on the potentials)."""
+    import gc
+
+    small = grid_potentials(8, 8, 2)
+    METHODS[method](small, 1)  # compile (or load the cache) first
+    p = grid_potentials(side, side, 2)
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
     base = _status("VmRSS")
-    fn()
-    return _status("VmHWM") - base
+    METHODS[method](p, sweeps)
+    print(json.dumps({"added": _status("VmHWM") - base, "potentials": potentials_bytes(p)}))
+
+
+def peak_added_over_potentials(method, side, sweeps):
+    """Peak memory of one call / the potentials' bytes, measured in a fresh process
+    (Linux: VmHWM reset through /proc/self/clear_refs); None where that is unavailable."""
+    import subprocess
+    import sys
+
+    try:
+        out = subprocess.run([sys.executable, __file__, "--memory-child", method, str(side),
+                              str(sweeps)], capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        return None
+    return r["added"] / r["potentials"]
 
 
 def scaling(sides, repeats, sweeps=10, general_up_to=100_000):
-    methods = {
-        "mean_field": lambda p: mean_field(p, tol=0.0, max_iter=sweeps, warn=False),
-        "loopy_bp": lambda p: belief_propagation(p, tol=0.0, max_iter=sweeps, warn=False),
-        "trws": lambda p: map_inference(p, tol=0.0, max_iter=sweeps, polish=False, warn=False),
-    }
-    out = {k: [] for k in methods}
+    out = {k: [] for k in METHODS}
     for side in sides:
         p = grid_potentials(side, side, 2)
         q = without_grid(p) if p.n_nodes <= general_up_to else None
-        for name, fn in methods.items():
+        for name, method in METHODS.items():
+            def fn(x):
+                return method(x, sweeps)
+
             small = grid_potentials(8, 8, 2)
             fn(small)
             fn(without_grid(small))  # compile outside the timings
@@ -168,16 +192,11 @@ def scaling(sides, repeats, sweeps=10, general_up_to=100_000):
                     t = time.process_time()
                     fn(q)
                     general.append(time.process_time() - t)
-            peak = peak_added_bytes(lambda: fn(p))
-            cached = sum(x.nbytes for v in p._derived.values() for x in
-                         (v if isinstance(v, tuple) else (v,)))
             point = {
                 "nodes": p.n_nodes, "sweeps": iters,
                 "seconds_per_sweep": summary(np.asarray(secs) / iters),
                 "ns_per_node_sweep": float(np.median(secs) / iters / p.n_nodes * 1e9),
-                "peak_added_over_potentials": None if peak is None else peak / potentials_bytes(p),
-                # arrays derived once and kept with the potentials (mean field's planes)
-                "cached_over_potentials": cached / potentials_bytes(p),
+                "peak_added_over_potentials": peak_added_over_potentials(name, side, sweeps),
             }
             if general:
                 point["general_kernel_ns_per_node_sweep"] = float(
@@ -199,7 +218,14 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="DenseCRF comparison at 130 x 174 only, one timing per grid size")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_child:
+        numba.set_num_threads(1)
+        warnings.simplefilter("ignore")
+        method, side, sweeps = args.memory_child
+        _memory_child(method, int(side), int(sweeps))
+        return
     numba.set_num_threads(1)
     warnings.simplefilter("ignore")
     res = {"threads": 1, "clock": "process_time"}
@@ -222,8 +248,8 @@ def main():
         if "speedup_vs_gaussian" in r:
             line += f", vs DenseCRF2D (Gaussian) {r['speedup_vs_gaussian']:.2f}x"
         print(line)
-    print("\nscaling on grids (2 labels, Potts): ns/node/sweep, peak added memory / potentials"
-          " (+ cached with the potentials)")
+    print("\nscaling on grids (2 labels, Potts): ns/node/sweep, peak memory added by a first"
+          " call / potentials")
     for name, v in res["scaling"].items():
         pts = ", ".join(
             f"{p['nodes']}: {p['ns_per_node_sweep']:.0f} ns"
@@ -231,7 +257,6 @@ def main():
                if "general_kernel_ns_per_node_sweep" in p else "")
             + (f", x{p['peak_added_over_potentials']:.2f}"
                if p["peak_added_over_potentials"] is not None else "")
-            + (f" (+x{p['cached_over_potentials']:.2f})" if p["cached_over_potentials"] else "")
             for p in v["points"])
         print(f"  {name:<11} exponent {v['exponent']:.3f}  ({pts})")
 
