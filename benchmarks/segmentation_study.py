@@ -134,6 +134,19 @@ def score(y, p, groups, refs, n_boot, rng):
     return out
 
 
+def forecasts(a, b, tree=True):
+    """Raw, isotonic-on-raw, k-NN (and tree) forecasts of table ``b``'s events, fit on ``a``."""
+    raw_a, raw_b = np.clip(a.raw, 0, 1), np.clip(b.raw, 0, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SingleClassWarning)
+        out = {"raw": raw_b, "isotonic_raw": _proba(IsotonicCalibration().fit(raw_a, a.outcome),
+                                                     raw_b),
+               "knn": _proba(KNNRegionForecaster(random_state=0).fit(a.X, a.outcome), b.X)}
+        if tree:
+            out["tree"] = _proba(TreeRegionForecaster(random_state=0).fit(a.X, a.outcome), b.X)
+    return out
+
+
 def _proba(model, X):
     pr = model.predict_proba(X)
     return pr[:, -1] if model.classes_[-1] else 1.0 - pr[:, 0]
@@ -212,19 +225,16 @@ def raw_comparison(pred_val, pred_test, val, test, n_boot, rng):
             b = build_events(pred_test, [kind], y_true=test.masks.reshape(-1),
                              features={name: FEATURES[name]})
             secs = time.process_time() - t
-            ya, yb = a.outcome, b.outcome
-            raw_a, raw_b = np.clip(a.raw, 0, 1), np.clip(b.raw, 0, 1)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SingleClassWarning)
-                iso = _proba(IsotonicCalibration().fit(raw_a, ya), raw_b)
-                knn = _proba(KNNRegionForecaster(random_state=0).fit(a.X, ya), b.X)
+            yb = b.outcome
+            fc = forecasts(a, b, tree=False)
             row = {"cpu_seconds_val_and_test": secs}
-            for f, p in {"raw": raw_b, "isotonic_raw": iso, "knn": knn}.items():
-                row[f] = score(yb, p, b.item, {"raw": raw_b} if f != "raw" else {}, n_boot, rng)
+            for f, p in fc.items():
+                row[f] = score(yb, p, b.item, {"raw": fc["raw"]} if f != "raw" else {}, n_boot,
+                               rng)
             if name == "object":
-                row["aurc_raw"] = risk_coverage_curve(yb, raw_b).aurc
+                row["aurc_raw"] = risk_coverage_curve(yb, fc["raw"]).aurc
             out[name][src] = row
-            preds[src] = (yb, b.item, {"raw": raw_b, "isotonic_raw": iso, "knn": knn})
+            preds[src] = (yb, b.item, fc)
         # the events are the same for every source (the MAP's objects / the images): paired
         # bootstrap intervals (images resampled) of the Brier differences between sources
         srcs = [src for src, _ in kinds_]
@@ -282,15 +292,9 @@ def study(quick, figure=None):
             a = a.select(rng.choice(a.n_events, size=min(n_fit, a.n_events), replace=False))
             b = b.select(np.sort(rng.choice(b.n_events, size=min(n_score, b.n_events),
                                             replace=False)))
-        ya, yb = a.outcome, b.outcome
-        raw_a, raw_b = np.clip(a.raw, 0, 1), np.clip(b.raw, 0, 1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SingleClassWarning)
-            iso = _proba(IsotonicCalibration().fit(raw_a, ya), raw_b)
-            knn = _proba(KNNRegionForecaster(random_state=0).fit(a.X, ya), b.X)
-            tree = _proba(TreeRegionForecaster(random_state=0).fit(a.X, ya), b.X)
-        fc = {"raw": raw_b, "isotonic_raw": iso, "knn": knn, "tree": tree}
-        refs = {"raw": raw_b, "isotonic_raw": iso}
+        yb = b.outcome
+        fc = forecasts(a, b)
+        refs = {"raw": fc["raw"], "isotonic_raw": fc["isotonic_raw"]}
         row = {"n_val": a.n_events, "n_test": b.n_events, "base_rate": float(yb.mean()),
                "features": list(a.feature_names)}
         for f, p in fc.items():
@@ -306,7 +310,7 @@ def study(quick, figure=None):
                                         "precision": rc.accuracy[:: max(1, rc.coverage.size // 50)].tolist()}
         results[name] = row
         if name == "object":
-            object_forecast = knn
+            object_forecast = fc["knn"]
     out["events"] = results
     if figure:
         save_figure(figure, test, pred_test, object_forecast)

@@ -1333,18 +1333,30 @@ def trws_batch(
                 )
                 if dd > d:
                     d = dd
-                sc = _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels)
-                if sc > best or (it == 1 and direction == 0):
-                    if sc > best:
-                        stale = 0
-                    best = sc
-                    for i in range(n0, n1):
-                        best_labels[i] = labels[i]
+                best, stale = _keep_best(it == 1 and direction == 0, n0, n1, e0, e1, unary,
+                                         edges, kind, pw, emat, potts, labels, best_labels, best,
+                                         stale)
             if d <= tol or stale >= patience:
                 break
         n_iter[g] = it
         delta[g] = d
         scores[g] = best
+
+
+@kernel
+def _keep_best(first, n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels, best_labels,
+               best, stale):
+    """After a TRW-S pass: keep ``labels`` in ``best_labels`` if they score higher than
+    ``best`` (always after the first pass); ``stale`` counts iterations without
+    improvement. Returns the new ``(best, stale)``."""
+    sc = _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels)
+    if sc > best or first:
+        if sc > best:
+            stale = 0
+        best = sc
+        for i in range(n0, n1):
+            best_labels[i] = labels[i]
+    return best, stale
 
 
 @kernel

@@ -48,7 +48,7 @@ from .._simd import LANES, data_pointer, vhmax, vload, vsplat, vstore, where_ge
 from ..potentials._grid_kernels import n_slots as _n_slots
 from ..potentials._grid_kernels import slot_edge as _slot_edge
 from ..potentials._grid_kernels import slot_offset as _slot_offset
-from ._graph import _bethe, _edge_beliefs, _graph_score
+from ._graph import _bethe, _edge_beliefs, _keep_best
 
 _NEG_INF = -np.inf
 
@@ -547,13 +547,9 @@ def trws2_grid_batch(offsets, edge_offsets, shapes, connectivity, unary, edges, 
                                  gamma, msg, labels)
                 if dd > d:
                     d = dd
-                sc = _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels)
-                if sc > best or (it == 1 and direction == 0):
-                    if sc > best:
-                        stale = 0
-                    best = sc
-                    for i in range(n0, n1):
-                        best_labels[i] = labels[i]
+                best, stale = _keep_best(it == 1 and direction == 0, n0, n1, e0, e1, unary,
+                                         edges, kind, pw, emat, potts, labels, best_labels, best,
+                                         stale)
             if d <= tol or stale >= patience:
                 break
         n_iter[g] = it
@@ -588,6 +584,20 @@ def _bp2_message(x, h0, h1):
 
 
 @kernel
+def _bp2_belief(D, i, li, U, WS, MSG):
+    """Belief ``(b_0, b_1)`` of pixel ``i`` (local ``li``): its unary plus the messages of
+    its existing slots, in slot order (pointers ``U``, ``WS``, ``MSG`` to the unary, the
+    slot weights and the messages)."""
+    b0 = U[2 * i]
+    b1 = U[2 * i + 1]
+    for d in range(D):
+        if WS[li * D + d] == WS[li * D + d]:
+            b0 += MSG[(li * D + d) * 2]
+            b1 += MSG[(li * D + d) * 2 + 1]
+    return b0, b1
+
+
+@kernel
 def _bp2_sweep(connectivity, n0, h, w, unary, ws, noff, damping, msg):
     """One sweep of loopy sum-product BP on a two-label grid, in raster order.
 
@@ -599,14 +609,10 @@ def _bp2_sweep(connectivity, n0, h, w, unary, ws, noff, damping, msg):
     D = _n_slots(connectivity)
     keep = 1.0 - damping
     change = 0.0
+    U, WS, MSG = data_pointer(unary), data_pointer(ws), data_pointer(msg)
     for li in range(h * w):
         i = n0 + li
-        b0 = unary[i, 0]
-        b1 = unary[i, 1]
-        for d in range(D):
-            if ws[li * D + d] == ws[li * D + d]:
-                b0 += msg[(li * D + d) * 2]
-                b1 += msg[(li * D + d) * 2 + 1]
+        b0, b1 = _bp2_belief(D, i, li, U, WS, MSG)
         for d in range(D):
             x = ws[li * D + d]
             if x != x:
@@ -681,14 +687,10 @@ def bp2_grid_batch(offsets, edge_offsets, shapes, connectivity, unary, edges, ki
         n_iter[g] = it
         delta[g] = d
         status[g] = STATUS_OK
+        U, WS, MSG = data_pointer(unary), data_pointer(ws), data_pointer(msg)
         for li in range(n):
             i = n0 + li
-            b0 = unary[i, 0]
-            b1 = unary[i, 1]
-            for dd in range(D):
-                if ws[li * D + dd] == ws[li * D + dd]:
-                    b0 += msg[(li * D + dd) * 2]
-                    b1 += msg[(li * D + dd) * 2 + 1]
+            b0, b1 = _bp2_belief(D, i, li, U, WS, MSG)
             mx = max(b0, b1)
             if mx == _NEG_INF:
                 status[g] = STATUS_INFEASIBLE
