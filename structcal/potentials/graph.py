@@ -26,7 +26,7 @@ from .._validation import as_float_array, as_int_array, check_int, check_offsets
 from ..exceptions import ParameterError, ParameterTypeError
 from .chain import ChainPotentials, _offsets_from_lengths, _owned, _readonly
 
-__all__ = ["GraphPotentials", "GraphAdjacency"]
+__all__ = ["GraphPotentials", "GraphAdjacency", "GridLayout"]
 
 #: Kernel codes for the pairwise form (see ``structcal.inference._graph``).
 KIND_MATRIX = 0
