@@ -26,7 +26,13 @@ direction, so a row of one class is a loop of 4-lane vector operations
 (:mod:`structcal._simd`) with unaligned loads, each neighbour direction one load per label
 and one per weight. Rows and row halves are padded so that pixels off the image read
 finite padding with weight 0 (an exact no-op: ``x + 0 * q == x``) and the loop needs no
-branch; the padding is excluded from the convergence test by a 0/1 mask.
+branch; the padding is excluded from the convergence test by a 0/1 mask. The unary planes,
+the weight planes (the edges going right and down of each pixel, and the two downward
+diagonals; a weight towards an upper or left neighbour is read at that neighbour) and the
+mask depend on the potentials only: the caller builds them once per batch
+(:func:`grid_planes_batch`) and keeps them. Rows are visited as a wavefront (class 0 of
+row ``s``, then class 1 of row ``s - 1``), which reads the same values as whole passes
+while a few rows stay in cache.
 
 Message passing: two labels
 ---------------------------
