@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
+from .._numba import batch_kernel, exp_nonpositive, kernel, parallel_kernel, prange
 from .._simd import data_pointer
 from ._chain import _logsumexp_row
 
@@ -692,7 +692,7 @@ def mean_field_batch(
         status[g] = st
 
 
-@parallel_kernel
+@batch_kernel
 def mean_field_elbo_batch(
     offsets, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, elbo
 ):
@@ -1614,7 +1614,7 @@ def _uniform(seed, counter):
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@parallel_kernel
+@batch_kernel
 def gibbs_batch(offsets, order, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
                 labels, seed, sweep0, n_sweeps, status):
     """Run ``n_sweeps`` Gibbs sweeps on every graph (``prange`` over graphs), in place.

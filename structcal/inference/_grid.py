@@ -49,7 +49,7 @@ import math
 
 import numpy as np
 
-from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
+from .._numba import batch_kernel, exp_nonpositive, kernel, prange
 from .._simd import LANES, data_pointer, vhmax, vload, vsplat, vstore, where_ge
 from ..potentials._grid_kernels import n_slots as _n_slots
 from ..potentials._grid_kernels import slot_edge as _slot_edge
@@ -113,28 +113,26 @@ def _mf_offsets(connectivity, half, parity, out):
 
 
 @kernel
-def _mf_field(D, U, Q, base, w0, w1, w2, w3, w4, w5, w6, w7, o0, o1, o2, o3, o4, o5, o6, o7):
-    """The field ``U + sum_d w_d * Q[neighbour d]`` of 4 pixels for one label (slot order).
+def _mf_field(D, U, Q, base, with_field, w0, w1, w2, w3, w4, w5, w6, w7, o0, o1, o2, o3, o4,
+              o5, o6, o7):
+    """The field ``U + sum_d w_d * Q[neighbour d]`` of 4 pixels for one label (slot order;
+    just ``U`` without ``with_field``).
 
     ``U`` and ``Q`` are data pointers (no reference counting in the hot loop); ``base =
     a * plane + p`` addresses label ``a`` of the pixels at ``p``; ``w0 .. w7`` are the
     slot weights and ``o0 .. o7`` the slot offsets (the first ``D`` are used).
     """
     f = vload(U, base)
-    if D == 4:
+    if with_field:
         f = f + w0 * vload(Q, base + o0)
         f = f + w1 * vload(Q, base + o1)
         f = f + w2 * vload(Q, base + o2)
         f = f + w3 * vload(Q, base + o3)
-    else:
-        f = f + w0 * vload(Q, base + o0)
-        f = f + w1 * vload(Q, base + o1)
-        f = f + w2 * vload(Q, base + o2)
-        f = f + w3 * vload(Q, base + o3)
-        f = f + w4 * vload(Q, base + o4)
-        f = f + w5 * vload(Q, base + o5)
-        f = f + w6 * vload(Q, base + o6)
-        f = f + w7 * vload(Q, base + o7)
+        if D == 8:
+            f = f + w4 * vload(Q, base + o4)
+            f = f + w5 * vload(Q, base + o5)
+            f = f + w6 * vload(Q, base + o6)
+            f = f + w7 * vload(Q, base + o7)
     return f
 
 
@@ -176,16 +174,14 @@ def _mf_row(K, D, U, Q, out, W, M, p0, n_vec, offs, plane, F, keep, damping, syn
             w5 = vload(Wp, 3 * plane + p)
             w6 = vload(Wp, plane + p)
             w7 = vload(Wp, 2 * plane + p)
+        mx = vsplat(_NEG_INF)
+        for a in range(K):
+            f = _mf_field(D, Up, Qp, a * plane + p, with_field, w0, w1, w2, w3, w4, w5, w6, w7,
+                          o0, o1, o2, o3, o4, o5, o6, o7)
+            vstore(Fp, LANES * a, f)
+            mx = max(f, mx)
         if K == 2:
-            if with_field:
-                f0 = _mf_field(D, Up, Qp, p, w0, w1, w2, w3, w4, w5, w6, w7,
-                               o0, o1, o2, o3, o4, o5, o6, o7)
-                f1 = _mf_field(D, Up, Qp, plane + p, w0, w1, w2, w3, w4, w5, w6, w7,
-                               o0, o1, o2, o3, o4, o5, o6, o7)
-            else:
-                f0 = vload(Up, p)
-                f1 = vload(Up, plane + p)
-            x = f1 - f0
+            x = vload(Fp, LANES) - vload(Fp, 0)
             e = exp_nonpositive(min(x, x * -1.0))
             big = 1.0 / (e + 1.0)
             small = e * big
@@ -193,30 +189,21 @@ def _mf_row(K, D, U, Q, out, W, M, p0, n_vec, offs, plane, F, keep, damping, syn
             vstore(Fp, LANES, where_ge(x, 0.0, big, small))
             inv = vsplat(1.0)
         else:
-            mx = vsplat(_NEG_INF)
-            for a in range(K):
-                if with_field:
-                    f = _mf_field(D, Up, Qp, a * plane + p, w0, w1, w2, w3, w4, w5, w6, w7,
-                                  o0, o1, o2, o3, o4, o5, o6, o7)
-                else:
-                    f = vload(Up, a * plane + p)
-                vstore(Fp, LANES * a, f)
-                mx = max(f, mx)
             total = z
             for a in range(K):
                 e = exp_nonpositive(vload(Fp, LANES * a) - mx)
                 vstore(Fp, LANES * a, e)
                 total = total + e
             inv = 1.0 / total
-        if synchronous:
-            for a in range(K):
-                val = vload(Fp, LANES * a) if K == 2 else vload(Fp, LANES * a) * inv
-                vstore(out, a * plane + p, val)
-        else:
-            m = vload(M, p)
-            for a in range(K):
-                base = a * plane + p
-                val = vload(Fp, LANES * a) if K == 2 else vload(Fp, LANES * a) * inv
+        m = vload(M, p)
+        for a in range(K):
+            base = a * plane + p
+            val = vload(Fp, LANES * a)
+            if K != 2:
+                val = val * inv
+            if synchronous:
+                vstore(out, base, val)
+            else:
                 old = vload(Qp, base)
                 diff = val - old
                 dl = max(dl, max(diff, diff * -1.0) * m)
@@ -273,7 +260,7 @@ def _planes(n0, e0, h, w, connectivity, unary, potts, U, W, M):
     return bad
 
 
-@parallel_kernel
+@batch_kernel
 def grid_planes_batch(offsets, edge_offsets, shapes, connectivity, unary, potts, starts, U, W,
                       M, bad):
     """The column-parity layout of every grid's potentials (``prange`` over grids).
@@ -386,7 +373,7 @@ def _mean_field_grid(
     return it, delta
 
 
-@parallel_kernel
+@batch_kernel
 def mean_field_grid_batch(
     offsets, shapes, connectivity, starts, U, W, M, checkerboard, damping, tol, max_iter, init,
     q, n_iter, delta,
@@ -515,7 +502,7 @@ def _trws2_pass(forward, connectivity, n0, h, w, unary, ws, noff, gamma, msg, la
     return change
 
 
-@parallel_kernel
+@batch_kernel
 def trws2_grid_batch(offsets, edge_offsets, shapes, connectivity, unary, edges, kind, pw, emat,
                      potts, tol, max_iter, patience, labels, best_labels, n_iter, delta, scores):
     """TRW-S on every two-label grid (``prange`` over grids): ``_graph.trws_batch``, with
@@ -659,7 +646,7 @@ def _bp2_cavity(connectivity, unary, ws, msg, i, li, dout, a):
     return v
 
 
-@parallel_kernel
+@batch_kernel
 def bp2_grid_batch(offsets, edge_offsets, shapes, connectivity, unary, edges, kind, pw, emat,
                    potts, indptr, nbr, damping, tol, max_iter, do_edge, marg, emarg, n_iter,
                    delta, status, logz, belief, cmsg):

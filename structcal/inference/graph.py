@@ -196,7 +196,7 @@ def _grid_planes(p: GraphPotentials):
         U, W, M = np.empty(K * P), np.empty(Dh * P), np.empty(P)
         bad = np.empty(p.n_graphs, dtype=np.int64)
         _grid.grid_planes_batch(p.offsets, p.edge_offsets, p.grid.shapes, p.grid.connectivity,
-                                p.unary, p.potts, starts, U, W, M, bad)
+                                p.unary, p.potts, starts, U, W, M, bad, work=p.n_nodes)
         for x in (starts, U, W, M, bad):
             x.flags.writeable = False
         p._derived["grid_planes"] = (starts, U, W, M, bad)
@@ -542,7 +542,7 @@ def mean_field(
         _grid.mean_field_grid_batch(
             p.offsets, p.grid.shapes, p.grid.connectivity, starts, U, W, M,
             schedule == "checkerboard", damping, tol, max_iter, init is not None, q, n_iter,
-            delta,
+            delta, work=p.n_nodes * max_iter,
         )
     else:
         status = np.zeros(p.n_graphs, dtype=np.int64)
@@ -578,7 +578,7 @@ def mean_field(
     if log_partition:
         _graph.mean_field_elbo_batch(
             p.offsets, finite, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], q, PF,
-            PR, elbo,
+            PR, elbo, work=p.n_nodes,
         )
     converged = delta <= tol
     if warn:
@@ -685,6 +685,7 @@ def _run_bp_grid(p, damping, tol, max_iter, do_edge):
         pw, emat, potts, p.adjacency.indptr, p.adjacency.neighbors, damping, tol, max_iter,
         bool(do_edge), marg, emarg, n_iter, delta, status, logz,
         np.empty((n if do_edge else 0, 2)), np.zeros((2 * m if do_edge else 0, 2)),
+        work=n * max_iter,
     )
     converged = delta <= tol
     labels = np.zeros(n, dtype=np.int64)
@@ -800,7 +801,7 @@ def _run_trws(p, tol, max_iter):
         _grid.trws2_grid_batch(
             p.offsets, p.edge_offsets, p.grid.shapes, p.grid.connectivity, p.unary, p.edges,
             kind, pw, emat, potts, tol, max_iter, _TRWS_PATIENCE, labels, best, n_iter, delta,
-            np.zeros(G),
+            np.zeros(G), work=n * max_iter,
         )
         return best, n_iter, delta
     msg = np.empty((2 * m, K))
@@ -1177,7 +1178,8 @@ def _gibbs_chain(p: GraphPotentials, n_samples, burn_in, thin, init, random_stat
         nonlocal sweep
         if n_sweeps:
             _graph.gibbs_batch(p.offsets, order, p.unary, kind, pw, pwT, emat, potts,
-                               *_structure(p)[:4], labels, seed, sweep, n_sweeps, status)
+                               *_structure(p)[:4], labels, seed, sweep, n_sweeps, status,
+                               work=p.n_nodes * n_sweeps)
             sweep += n_sweeps
             _raise_infeasible(status, "a node has no allowed label given its neighbours in the "
                                       "Gibbs chain (start it from a feasible labeling)")
