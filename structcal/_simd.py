@@ -26,8 +26,8 @@ unchecked Numba indexing. :func:`vmax` is ``a if a > b else b`` lane by lane (on
 Everything compiles to plain LLVM vector instructions: no fast-math flags, so results are
 those of the scalar IEEE operations, lane by lane.
 
-``+``, ``-``, ``*``, ``/``, ``max`` and ``min`` work on :data:`f64x4` values (and between a vector and a
-float, which is broadcast), so one piece of code, such as the polynomial of
+``+``, ``-``, ``*``, ``/``, ``max`` and ``min`` work on :data:`f64x4` values (and between a
+vector and a float, which is broadcast), so one piece of code, such as the polynomial of
 :func:`structcal._numba.exp_nonpositive`, serves scalars and vectors alike.
 """
 

@@ -310,7 +310,8 @@ def test_outer_boundary_against_brute_force(seed):
     off = np.concatenate([[0], np.cumsum([len(x) for x in sets])]).astype(np.int64)
     b, boff = outer_boundary(members, off, indptr, indices)
     for e, x in enumerate(sets):
-        want = sorted({int(j) for i in x for j in indices[indptr[i]:indptr[i + 1]]} - set(x.tolist()))
+        near = {int(j) for i in x for j in indices[indptr[i]:indptr[i + 1]]}
+        want = sorted(near - set(x.tolist()))
         assert b[boff[e]:boff[e + 1]].tolist() == want
 
 
