@@ -54,11 +54,12 @@ print(json.dumps(out))
 """.format(bench_dir=os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(pythonpath, cache_dir):
+def run(pythonpath, cache_dir, code=CHILD):
+    """Run ``code`` in a fresh process with ``pythonpath`` first; its last stdout line is JSON."""
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, OPENBLAS_NUM_THREADS="1")
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, cwd=tempfile.gettempdir())
     if out.returncode != 0:
         raise RuntimeError(out.stderr)

@@ -4,20 +4,26 @@
    (Krähenbühl & Koltun's fully connected CRF, permutohedral lattice) at the same label
    count on the same image size, 1 thread for both (``numba.set_num_threads(1)``;
    DenseCRF2D is single-threaded): structcal ``mean_field(p, tol=0, max_iter=10)`` on a
-   4-connected grid with contrast-like random Potts weights (``GraphPotentials.from_grid``)
-   vs ``DenseCRF2D.inference(10)`` with its cheapest pairwise term (one Gaussian kernel,
-   ``sxy=3``) and with the usual Gaussian + bilateral pair. Runs alternate; medians and
-   ranges of ``--repeats`` runs, in ns per node and sweep (iteration).
-   ``--quick``: 130 x 174 only.
+   4-connected grid with contrast-like random Potts weights (``GraphPotentials.from_grid``:
+   the grid kernel, checkerboard schedule) vs ``DenseCRF2D.inference(10)`` with its
+   cheapest pairwise term (one Gaussian kernel, ``sxy=3``) and with the usual Gaussian +
+   bilateral pair. Also the same mean field (same numbers) by the general CSR kernel, on
+   the same graph without its grid. Each call is timed whole (structcal: from the
+   potentials to the returned marginals; DenseCRF: ``inference`` after its unary and
+   pairwise terms are set). CPU time (``time.process_time``), runs alternate; medians and
+   [min, max] of ``--repeats`` runs, in ns per node and sweep. ``--quick``: 130 x 174 only.
 2. Mean field, loopy BP (sum-product) and TRW-S (max-product) on grids of 10^4, 10^5 and
-   10^6 pixels (2 labels, Potts): seconds per sweep, the exponent of time vs nodes (least
-   squares on the log-log points) and the peak memory each call allocates through NumPy
-   (``tracemalloc``) as a multiple of the potentials' bytes (unary + Potts weights +
-   edges + CSR adjacency).
+   10^6 pixels (2 labels, Potts), grid kernels: CPU seconds per sweep, the exponent of
+   time vs nodes (least squares on the log-log points), and the peak resident memory the
+   first call adds, in a fresh process (``VmHWM`` after resetting it through
+   ``/proc/self/clear_refs``: NumPy and Numba allocations alike, and what mean field keeps
+   cached with the potentials) as a multiple of the potentials' bytes (unary + Potts
+   weights + edges + CSR adjacency). At 10^4 and 10^5 pixels the general kernels run on
+   the same graphs for comparison (A/B, ns per node and sweep).
 
 pydensecrf2 is in the ``bench`` extra (``pip install -e ".[bench]"``); without it part 1
-reports only structcal. The machine this runs on may be shared: compare the two columns
-of one run, not runs on different days.
+reports only structcal. The machine this runs on may be shared: compare the columns of
+one run, not runs on different days.
 
 Run: ``python benchmarks/bench_grid.py [--json] [--quick] [--repeats 5]`` (``--quick``
 also times each scaling point once).
@@ -28,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import tracemalloc
 import warnings
 
 import numba
@@ -45,6 +50,11 @@ def grid_potentials(h, w, K, seed=0):
     return GraphPotentials.from_grid(unary, potts=rng.uniform(0.2, 1.5, size=(1, m)))
 
 
+def without_grid(p):
+    """The same model as a plain graph: inference takes the general (CSR) kernels."""
+    return GraphPotentials(p.unary, p.offsets, p.edges, p.edge_offsets, potts=p.potts)
+
+
 def dense_crf(h, w, K, bilateral, seed=0):
     from pydensecrf import densecrf as dcrf
 
@@ -58,10 +68,10 @@ def dense_crf(h, w, K, bilateral, seed=0):
     return d
 
 
-def timed(fn):
-    t = time.perf_counter()
+def cpu(fn):
+    t = time.process_time()
     fn()
-    return time.perf_counter() - t
+    return time.process_time() - t
 
 
 def summary(values):
@@ -79,23 +89,30 @@ def vs_densecrf(sizes, labels, repeats, sweeps=10):
     for h, w in sizes:
         for K in labels:
             p = grid_potentials(h, w, K)
-            run_sc = lambda: mean_field(p, tol=0.0, max_iter=sweeps, warn=False)  # noqa: E731
-            run_sc()
-            runners = {"structcal_potts_mf": run_sc}
+            q = without_grid(p)
+            runners = {
+                "structcal_potts_mf": lambda: mean_field(p, tol=0.0, max_iter=sweeps, warn=False),
+                "structcal_general_kernel": lambda: mean_field(
+                    q, schedule="checkerboard", tol=0.0, max_iter=sweeps, warn=False),
+            }
             if have:
                 for name, bil in (("densecrf_gaussian", False), ("densecrf_gauss_bilateral", True)):
                     d = dense_crf(h, w, K, bil)
-                    d.inference(1)
                     runners[name] = lambda d=d: d.inference(sweeps)
+            for fn in runners.values():
+                fn()  # compile / warm up outside the timings
             times = {k: [] for k in runners}
             for _ in range(repeats):
                 for k, fn in runners.items():
-                    times[k].append(timed(fn) / (h * w * sweeps) * 1e9)
+                    times[k].append(cpu(fn) / (h * w * sweeps) * 1e9)
             row = {"height": h, "width": w, "labels": K}
             row.update({k: summary(v) for k, v in times.items()})
+            row["grid_kernel_speedup_vs_general"] = float(np.median(
+                np.asarray(times["structcal_general_kernel"]) / times["structcal_potts_mf"]))
             if have:
-                row["speedup_vs_gaussian"] = (row["densecrf_gaussian"]["median"]
-                                              / row["structcal_potts_mf"]["median"])
+                # paired ratios of the alternating runs
+                row["speedup_vs_gaussian"] = float(np.median(
+                    np.asarray(times["densecrf_gaussian"]) / times["structcal_potts_mf"]))
             rows.append(row)
     return rows
 
@@ -106,37 +123,93 @@ def potentials_bytes(p):
                                   a.reversed, a.twin))
 
 
-def scaling(sides, repeats, sweeps=10):
-    methods = {
-        "mean_field": lambda p: mean_field(p, tol=0.0, max_iter=sweeps, warn=False),
-        "loopy_bp": lambda p: belief_propagation(p, tol=0.0, max_iter=sweeps, warn=False),
-        "trws": lambda p: map_inference(p, tol=0.0, max_iter=sweeps, polish=False, warn=False),
-    }
-    out = {k: [] for k in methods}
+def _status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+METHODS = {
+    "mean_field": lambda p, sweeps: mean_field(p, tol=0.0, max_iter=sweeps, warn=False),
+    "loopy_bp": lambda p, sweeps: belief_propagation(p, tol=0.0, max_iter=sweeps, warn=False),
+    "trws": lambda p, sweeps: map_inference(p, tol=0.0, max_iter=sweeps, polish=False,
+                                            warn=False),
+}
+
+
+def _memory_child(method, side, sweeps):
+    """In a fresh process: the peak resident memory one call adds (first call, so that
+    nothing freed by earlier calls is reused; includes what it caches on the potentials)."""
+    import gc
+
+    # compile (or load) first, on a grid small in memory but large enough (4096 pixels)
+    # that the same (parallel) copies of the drivers run
+    METHODS[method](grid_potentials(64, 64, 2, seed=1), sweeps)
+    p = grid_potentials(side, side, 2)
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
+    base = _status("VmRSS")
+    METHODS[method](p, sweeps)
+    print(json.dumps({"added": _status("VmHWM") - base, "potentials": potentials_bytes(p)}))
+
+
+def peak_added_over_potentials(method, side, sweeps):
+    """Peak memory of one call / the potentials' bytes, measured in a fresh process
+    (Linux: VmHWM reset through /proc/self/clear_refs); None where that is unavailable."""
+    import subprocess
+    import sys
+
+    try:
+        out = subprocess.run([sys.executable, __file__, "--memory-child", method, str(side),
+                              str(sweeps)], capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        return None
+    return r["added"] / r["potentials"]
+
+
+def scaling(sides, repeats, sweeps=10, general_up_to=100_000):
+    out = {k: [] for k in METHODS}
     for side in sides:
         p = grid_potentials(side, side, 2)
-        for name, fn in methods.items():
-            fn(grid_potentials(8, 8, 2))  # compile outside the timings
-            secs, iters = [], None
+        q = without_grid(p) if p.n_nodes <= general_up_to else None
+        for name, method in METHODS.items():
+            def fn(x):
+                return method(x, sweeps)
+
+            fn(p)  # compile (the serial or parallel copy this size takes) outside the timings
+            if q is not None:
+                fn(q)
+            secs, general, iters = [], [], None
             for _ in range(repeats):
-                t = time.perf_counter()
+                t = time.process_time()
                 r = fn(p)
-                secs.append(time.perf_counter() - t)
+                secs.append(time.process_time() - t)
                 iters = int(r.n_iter.max())
-            tracemalloc.start()
-            fn(p)
-            _, peak = tracemalloc.get_traced_memory()
-            tracemalloc.stop()
-            out[name].append({
+                if q is not None:
+                    t = time.process_time()
+                    fn(q)
+                    general.append(time.process_time() - t)
+            point = {
                 "nodes": p.n_nodes, "sweeps": iters,
                 "seconds_per_sweep": summary(np.asarray(secs) / iters),
                 "ns_per_node_sweep": float(np.median(secs) / iters / p.n_nodes * 1e9),
-                "peak_alloc_over_potentials": peak / potentials_bytes(p),
-            })
+                "peak_added_over_potentials": peak_added_over_potentials(name, side, sweeps),
+            }
+            if general:
+                point["general_kernel_ns_per_node_sweep"] = float(
+                    np.median(general) / iters / p.n_nodes * 1e9)
+                point["grid_kernel_speedup_vs_general"] = float(
+                    np.median(np.asarray(general) / np.asarray(secs)))
+            out[name].append(point)
     for name, rows in out.items():
         n = np.log([r["nodes"] for r in rows])
         t = np.log([r["seconds_per_sweep"]["median"] for r in rows])
-        out[name] = {"points": rows, "exponent": float(np.polyfit(n, t, 1)[0]) if len(rows) > 1 else None}
+        out[name] = {"points": rows,
+                     "exponent": float(np.polyfit(n, t, 1)[0]) if len(rows) > 1 else None}
     return out
 
 
@@ -146,10 +219,17 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="DenseCRF comparison at 130 x 174 only, one timing per grid size")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_child:
+        numba.set_num_threads(1)
+        warnings.simplefilter("ignore")
+        method, side, sweeps = args.memory_child
+        _memory_child(method, int(side), int(sweeps))
+        return
     numba.set_num_threads(1)
     warnings.simplefilter("ignore")
-    res = {"threads": 1}
+    res = {"threads": 1, "clock": "process_time"}
     res["vs_densecrf"] = vs_densecrf([(130, 174)] if args.quick else [(130, 174), (512, 512)],
                                      (2, 21), args.repeats)
     sides = (100, 316, 1000)
@@ -157,20 +237,28 @@ def main():
     if args.json:
         print(json.dumps(res))
         return
-    print("ns per node and sweep, 1 thread, median [min, max]")
+    print("mean field, CPU ns per node and sweep, 1 thread, median [min, max]")
     for r in res["vs_densecrf"]:
-        line = f"  {r['height']}x{r['width']} K={r['labels']:<3}"
-        for k in ("structcal_potts_mf", "densecrf_gaussian", "densecrf_gauss_bilateral"):
+        print(f"  {r['height']}x{r['width']} K={r['labels']}")
+        for k in ("structcal_potts_mf", "structcal_general_kernel", "densecrf_gaussian",
+                  "densecrf_gauss_bilateral"):
             if k in r:
                 s = r[k]
-                line += f" {k} {s['median']:.0f} [{s['min']:.0f}, {s['max']:.0f}]"
+                print(f"    {k:<26} {s['median']:8.1f} [{s['min']:.1f}, {s['max']:.1f}]")
+        line = f"    grid kernel vs general kernel {r['grid_kernel_speedup_vs_general']:.1f}x"
         if "speedup_vs_gaussian" in r:
-            line += f"  speed-up {r['speedup_vs_gaussian']:.2f}x"
+            line += f", vs DenseCRF2D (Gaussian) {r['speedup_vs_gaussian']:.2f}x"
         print(line)
-    print("\nscaling on grids (2 labels, Potts): ns/node/sweep, peak alloc / potentials")
+    print("\nscaling on grids (2 labels, Potts): ns/node/sweep, peak memory added by a first"
+          " call / potentials")
     for name, v in res["scaling"].items():
-        pts = ", ".join(f"{p['nodes']}: {p['ns_per_node_sweep']:.0f} ns, x{p['peak_alloc_over_potentials']:.1f}"
-                        for p in v["points"])
+        pts = ", ".join(
+            f"{p['nodes']}: {p['ns_per_node_sweep']:.0f} ns"
+            + (f" (general {p['general_kernel_ns_per_node_sweep']:.0f})"
+               if "general_kernel_ns_per_node_sweep" in p else "")
+            + (f", x{p['peak_added_over_potentials']:.2f}"
+               if p["peak_added_over_potentials"] is not None else "")
+            for p in v["points"])
         print(f"  {name:<11} exponent {v['exponent']:.3f}  ({pts})")
 
 

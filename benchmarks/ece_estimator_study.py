@@ -28,7 +28,7 @@ containing the estimate and the truth.
     python benchmarks/ece_estimator_study.py --json
     python benchmarks/ece_estimator_study.py --save benchmarks/results/ece_estimator_study.json \
         > benchmarks/results/ece_estimator_study.txt   # the run the README quotes
-    python benchmarks/ece_estimator_study.py --confident-check 10000 --resamples 400 \
+    python benchmarks/ece_estimator_study.py --confident-check 10000 100000 --resamples 400 \
         > benchmarks/results/ece_confident_check.txt   # default vs legacy only, more sets
     python benchmarks/ece_estimator_study.py --quick    # seconds (used by a test)
 """
@@ -276,8 +276,36 @@ def confident_pools(rng, quick):
     return pools
 
 
-def run_confident(args, rng, estimators=ESTIMATORS):
-    """p95 relative errors on miscalibrated confident pools, readings on calibrated ones."""
+ORACLE = "reference: mean of sign(g(s) - s) * (y - s)"
+
+
+def efficiency_bound(eta, pool, m):
+    """95th-percentile relative error of an efficient estimator of the ECE at size ``m``.
+
+    ``ECE = E |g(s) - s|`` has efficient influence function ``sign(g(s) - s) (y - s) -
+    ECE``, of variance ``Var |g(s) - s| + E g(s) (1 - g(s))`` over the pool: no regular
+    estimator has a smaller asymptotic variance. Returned is ``1.96 sd / ECE`` (normal
+    approximation). Estimators that are biased in the right direction can read a few
+    percent below it at finite ``m``; none can be clearly below it once the error is
+    dominated by the sampling noise.
+    """
+    truth = np.mean(np.abs(eta - pool))
+    var = np.var(np.abs(eta - pool)) + np.mean(eta * (1.0 - eta))
+    return float(1.96 * np.sqrt(var / m) / truth)
+
+
+def run_confident(args, rng, estimators=ESTIMATORS, reference=False, keep=False):
+    """p95 relative errors on miscalibrated confident pools, readings on calibrated ones.
+
+    Every record carries the efficiency bound of its distribution at each size (see
+    :func:`efficiency_bound`). ``reference=True`` adds an estimator no real one can be:
+    it knows the sign of the miscalibration ``g(s) - s`` at every score, so ``mean(sign
+    * (y - s))`` is unbiased, with the bound's variance. It is not a floor for the p95
+    error at finite sizes (estimators biased upwards, as the plug-ins are, can read
+    below it). ``keep=True`` keeps every estimate (``records[i]["estimates"][name][j]``,
+    arrays over evaluation sets) for paired comparisons.
+    """
+    names = list(estimators) + ([ORACLE] if reference else [])
     pools = confident_pools(rng, args.quick)
     records, calibrated = [], {}
     for pname, pool in pools.items():
@@ -286,16 +314,21 @@ def run_confident(args, rng, estimators=ESTIMATORS):
                 continue
             eta = g(pool)
             truth = float(np.mean(np.abs(eta - pool)))
-            values = {name: [] for name in estimators}
+            sign = np.sign(eta - pool)
+            values = {name: [] for name in names}
+            kept = {name: [] for name in names}
             for m in args.confident_sizes:
                 reps = args.resamples if m < 100_000 else max(5, args.resamples // 5)
-                est = {name: np.empty(reps) for name in estimators}
+                est = {name: np.empty(reps) for name in names}
                 for r in range(reps):
                     idx = rng.integers(0, len(pool), m)
                     s, y = pool[idx], (rng.random(m) < eta[idx]).astype(np.int64)
                     for name, f in estimators.items():
                         est[name][r] = f(y, s, "binary")
-                for name in estimators:
+                    if reference:
+                        est[ORACLE][r] = float(np.mean(sign[idx] * (y - s)))
+                for name in names:
+                    kept[name].append(est[name])
                     if gname == "calibrated":
                         values[name].append(float(est[name].mean()))
                     else:
@@ -306,32 +339,87 @@ def run_confident(args, rng, estimators=ESTIMATORS):
                                      "mean_estimate": values}
             else:
                 records.append({"pool": pname, "miscalibration": gname, "true_ece": truth,
-                                "mean_forecast": float(pool.mean()), "p95": values})
+                                "mean_forecast": float(pool.mean()), "p95": values,
+                                "bound": [efficiency_bound(eta, pool, m)
+                                          for m in args.confident_sizes]})
+                if keep:
+                    records[-1]["estimates"] = kept
             if args.progress:
                 print(f"  confident: {pname} / {gname}: true ECE {truth:.5f}", file=sys.stderr)
     summary = {name: [float(np.median([r["p95"][name][j] for r in records]))
-                      for j in range(len(args.confident_sizes))] for name in estimators}
+                      for j in range(len(args.confident_sizes))] for name in names}
     return records, calibrated, summary, pools
+
+
+def paired_ratio(records, name, base, j, rng, n_boot=400):
+    """Median p95 error of ``name`` over that of ``base`` at size index ``j``.
+
+    Returns ``(ratio, low, high, wins)``: the ratio of the medians over distributions,
+    its 95% paired bootstrap interval (distributions resampled, and within each the
+    evaluation sets, the same sets for both estimators), and on how many distributions
+    ``name`` has the lower p95 error. Needs records from ``run_confident(keep=True)``.
+    """
+    def medians(dists, rows):
+        a, b = (
+            [np.percentile(np.abs(records[d]["estimates"][which][j][r]
+                                  - records[d]["true_ece"]) / records[d]["true_ece"], 95)
+             for d, r in zip(dists, rows)]
+            for which in (name, base)
+        )
+        return np.median(a) / np.median(b), a, b
+
+    n_sets = [len(r["estimates"][name][j]) for r in records]
+    everything = np.arange(len(records))
+    ratio, a, b = medians(everything, [slice(None)] * len(records))
+    boot = np.empty(n_boot)
+    for k in range(n_boot):
+        dists = rng.integers(0, len(records), len(records))
+        boot[k] = medians(dists, [rng.integers(0, n_sets[d], n_sets[d]) for d in dists])[0]
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return float(ratio), float(low), float(high), int(np.sum(np.less(a, b)))
 
 
 def confident_check(args):
     """Only the default against the legacy estimator in the confident regime (more sets)."""
     pair = {name: ESTIMATORS[name] for name in (LEGACY, DEFAULT)}
     rng = np.random.default_rng(args.seed + 3)
-    records, _, summary, pools = run_confident(args, rng, pair)
+    records, _, summary, pools = run_confident(args, rng, pair, reference=True, keep=True)
+    sizes = args.confident_sizes
+    bound = [float(np.median([r["bound"][j] for r in records])) for j in range(len(sizes))]
     print(f"confident regime, default vs legacy: {len(records)} score distributions, "
           f"{args.resamples} evaluation sets per size (seed {args.seed + 3})")
-    print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>10s}" for m in args.confident_sizes))
+    print("median over distributions of the 95th-percentile relative error")
+    print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>10s}" for m in sizes))
     for name, vals in summary.items():
         print(f"{name:42s}" + "".join(f"{v:10.4f}" for v in vals))
-    ratio = [d / g for d, g in zip(summary[DEFAULT], summary[LEGACY])]
-    wins = [[r["p95"][DEFAULT][j] < r["p95"][LEGACY][j] for r in records]
-            for j in range(len(args.confident_sizes))]
-    print("ratio default / legacy: " + ", ".join(f"{x:.3f}" for x in ratio))
+    print(f"{'efficiency bound (normal approximation)':42s}"
+          + "".join(f"{v:10.4f}" for v in bound))
+    brng = np.random.default_rng(args.seed + 4)
+    paired = [paired_ratio(records, DEFAULT, LEGACY, j, brng) for j in range(len(sizes))]
+    print("ratio default / legacy [95% paired bootstrap]: " + ", ".join(
+        f"{r:.3f} [{lo:.2f}, {hi:.2f}]" for r, lo, hi, _ in paired))
     print("distributions where the default's p95 error is lower: "
-          + ", ".join(f"{sum(w)}/{len(w)}" for w in wins))
-    return {"sizes": args.confident_sizes, "resamples": args.resamples, "summary": summary,
-            "ratio": ratio, "wins": [int(sum(w)) for w in wins],
+          + ", ".join(f"{w}/{len(records)}" for *_, w in paired))
+    # each distribution alone: the same paired bootstrap over its evaluation sets
+    alone = [[paired_ratio([r], DEFAULT, LEGACY, j, brng)[:3] for r in records]
+             for j in range(len(sizes))]
+    clear = [[sum(hi < 1 for _, _, hi in a), sum(lo > 1 for _, lo, _ in a)] for a in alone]
+    print("distributions where the default's p95 error is clearly lower / clearly higher "
+          "(95% paired interval of the ratio below / above 1): "
+          + ", ".join(f"{lo} / {hi}" for lo, hi in clear))
+    print("per distribution: p95 error of legacy, default; ratio [95% paired bootstrap]")
+    for i, r in enumerate(records):
+        print(f"  {r['pool'][:30]:30s} {r['miscalibration'][:32]:32s}" + "".join(
+            f"  {r['p95'][LEGACY][j]:.3f} {r['p95'][DEFAULT][j]:.3f} "
+            f"{alone[j][i][0]:.2f} [{alone[j][i][1]:.2f}, {alone[j][i][2]:.2f}]"
+            for j in range(len(sizes))))
+    for r in records:
+        del r["estimates"]
+    return {"sizes": sizes, "resamples": args.resamples, "summary": summary,
+            "efficiency_bound": bound, "ratio": [p[0] for p in paired],
+            "ratio_interval": [[p[1], p[2]] for p in paired],
+            "wins": [p[3] for p in paired], "clearly_lower_higher": clear,
+            "records": records,
             "pools": {k: float(v.mean()) for k, v in pools.items()}}
 
 
@@ -485,6 +573,10 @@ def main(argv=None):
         print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>9s}" for m in sizes))
         for name, vals in table.items():
             print(f"{name:42s}" + "".join(f"{v:9.3f}" for v in vals))
+        if setting == "confident (binary)":
+            bound = [np.median([r["bound"][j] for r in conf_records]) for j in range(len(sizes))]
+            print(f"{'efficiency bound (see efficiency_bound)':42s}"
+                  + "".join(f"{v:9.3f}" for v in bound))
     truths = np.array([r["true_ece"] for r in records])
     print(f"\ntrue ECEs: median {np.median(truths):.3f}, range {truths.min():.3f}.."
           f"{truths.max():.3f}")

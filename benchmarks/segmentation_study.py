@@ -20,6 +20,20 @@ validation pixels drawn at random fit the forecasters (k-NN over 1.1M events is 
 point), and 100,000 test pixels drawn at random are scored (the kernel ECE and its
 bootstrap over 1.1M events cost more than the rest of the study).
 
+Raw object probability: the factorised mean-field probability (default), the fraction of
+16 labelings drawn node by node from the mean-field marginals in which the event holds,
+and the same fraction over 16 labelings drawn from the CRF itself by Gibbs sampling
+(from the MAP, 20 burn-in sweeps, thin 2); for each, Brier / ECE of the raw value, of
+isotonic on it and of k-NN on the features with it as the ``raw`` feature (key
+``raw_comparison``; the image events likewise with marginal vs Gibbs samples).
+
+End to end (key ``recalibrator``): on the 50 test images, from the images to calibrated
+probabilities of every object and image event: pixel features, unaries, contrast weights
+and grid CRFs, TRW-S MAP (+ ICM), mean-field marginals, pseudo-marginals, objects and
+their features, the sampled image-event probabilities and the forecasts of the fitted
+``StructuredRecalibrator``, one call, wall and CPU time; ``stages`` repeats it on a fresh
+prediction stage by stage (CPU).
+
 Metrics: Brier x100 with a paired bootstrap interval (images resampled) of the
 difference to raw and to isotonic-on-raw, ``calibration_error`` (kernel ECE) with its
 bootstrap interval, risk-coverage of objects (precision of the objects kept vs the
@@ -120,6 +134,19 @@ def score(y, p, groups, refs, n_boot, rng):
     return out
 
 
+def forecasts(a, b, tree=True):
+    """Raw, isotonic-on-raw, k-NN (and tree) forecasts of table ``b``'s events, fit on ``a``."""
+    raw_a, raw_b = np.clip(a.raw, 0, 1), np.clip(b.raw, 0, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SingleClassWarning)
+        out = {"raw": raw_b, "isotonic_raw": _proba(IsotonicCalibration().fit(raw_a, a.outcome),
+                                                     raw_b),
+               "knn": _proba(KNNRegionForecaster(random_state=0).fit(a.X, a.outcome), b.X)}
+        if tree:
+            out["tree"] = _proba(TreeRegionForecaster(random_state=0).fit(a.X, a.outcome), b.X)
+    return out
+
+
 def _proba(model, X):
     pr = model.predict_proba(X)
     return pr[:, -1] if model.classes_[-1] else 1.0 - pr[:, 0]
@@ -149,6 +176,76 @@ def save_figure(path, test, pred, confidence):
     fig.colorbar(im, ax=axes, fraction=0.025, label="calibrated P(nucleus is right)")
     fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
+
+
+def end_to_end_stages(model, test, rec):
+    """CPU seconds of each stage of the end-to-end path, on a fresh prediction."""
+    out = {}
+
+    def timed(name, fn):
+        c = time.process_time()
+        v = fn()
+        out[name] = time.process_time() - c
+        return v
+
+    pred = timed("potentials (pixel features, unaries, contrast, grid CRFs)",
+                 lambda: predict(model, test))
+    timed("MAP (TRW-S + ICM)", lambda: pred.map_labels)
+    timed("mean-field marginals", lambda: pred.marginals)
+    timed("pseudo-marginals", lambda: pred.pseudo_marginals)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SingleClassWarning)
+        timed("events, features, sampled image events, forecasts",
+              lambda: rec.predict(pred, test.masks.reshape(-1)))
+    out["total"] = sum(out.values())
+    return out
+
+
+def raw_comparison(pred_val, pred_test, val, test, n_boot, rng):
+    """Raw object / image probabilities from the factorised marginals, from samples of the
+    marginals and from Gibbs samples of the CRF: raw, isotonic on raw and k-NN on the
+    features with that raw value, fit on val, scored on test."""
+    sources = {
+        "object": [("factorised", ObjectEvents()),
+                   ("sampled", ObjectEvents(raw="sampled", n_samples=16)),
+                   ("gibbs", ObjectEvents(raw="gibbs", n_samples=16))],
+        "all_found": [("sampled", AllObjectsFound(n_samples=16)),
+                      ("gibbs", AllObjectsFound(raw="gibbs", n_samples=16))],
+        "count": [("sampled", ObjectCountCorrect(n_samples=16)),
+                  ("gibbs", ObjectCountCorrect(raw="gibbs", n_samples=16))],
+    }
+    out = {}
+    for name, kinds_ in sources.items():
+        out[name] = {}
+        preds = {}
+        for src, kind in kinds_:
+            t = time.process_time()
+            a = build_events(pred_val, [kind], y_true=val.masks.reshape(-1),
+                             features={name: FEATURES[name]})
+            b = build_events(pred_test, [kind], y_true=test.masks.reshape(-1),
+                             features={name: FEATURES[name]})
+            secs = time.process_time() - t
+            yb = b.outcome
+            fc = forecasts(a, b, tree=False)
+            row = {"cpu_seconds_val_and_test": secs}
+            for f, p in fc.items():
+                row[f] = score(yb, p, b.item, {"raw": fc["raw"]} if f != "raw" else {}, n_boot,
+                               rng)
+            if name == "object":
+                row["aurc_raw"] = risk_coverage_curve(yb, fc["raw"]).aurc
+            out[name][src] = row
+            preds[src] = (yb, b.item, fc)
+        # the events are the same for every source (the MAP's objects / the images): paired
+        # bootstrap intervals (images resampled) of the Brier differences between sources
+        srcs = [src for src, _ in kinds_]
+        for i, s1 in enumerate(srcs):
+            for s2 in srcs[i + 1:]:
+                y, item, p1 = preds[s1]
+                _, _, p2 = preds[s2]
+                out[name][f"{s1}_minus_{s2}"] = {
+                    f: brier_boot(y.astype(float), p1[f], p2[f], item, n_boot, rng)
+                    for f in ("raw", "isotonic_raw", "knn")}
+    return out
 
 
 def study(quick, figure=None):
@@ -195,15 +292,9 @@ def study(quick, figure=None):
             a = a.select(rng.choice(a.n_events, size=min(n_fit, a.n_events), replace=False))
             b = b.select(np.sort(rng.choice(b.n_events, size=min(n_score, b.n_events),
                                             replace=False)))
-        ya, yb = a.outcome, b.outcome
-        raw_a, raw_b = np.clip(a.raw, 0, 1), np.clip(b.raw, 0, 1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SingleClassWarning)
-            iso = _proba(IsotonicCalibration().fit(raw_a, ya), raw_b)
-            knn = _proba(KNNRegionForecaster(random_state=0).fit(a.X, ya), b.X)
-            tree = _proba(TreeRegionForecaster(random_state=0).fit(a.X, ya), b.X)
-        fc = {"raw": raw_b, "isotonic_raw": iso, "knn": knn, "tree": tree}
-        refs = {"raw": raw_b, "isotonic_raw": iso}
+        yb = b.outcome
+        fc = forecasts(a, b)
+        refs = {"raw": fc["raw"], "isotonic_raw": fc["isotonic_raw"]}
         row = {"n_val": a.n_events, "n_test": b.n_events, "base_rate": float(yb.mean()),
                "features": list(a.feature_names)}
         for f, p in fc.items():
@@ -219,7 +310,7 @@ def study(quick, figure=None):
                                         "precision": rc.accuracy[:: max(1, rc.coverage.size // 50)].tolist()}
         results[name] = row
         if name == "object":
-            object_forecast = knn
+            object_forecast = fc["knn"]
     out["events"] = results
     if figure:
         save_figure(figure, test, pred_test, object_forecast)
@@ -240,7 +331,8 @@ def study(quick, figure=None):
         res = rec.predict(predict(model, test), test.masks.reshape(-1))
     out["recalibrator"] = {"fit_seconds": t_fit, "end_to_end_seconds": time.perf_counter() - t,
                            "end_to_end_cpu_seconds": time.process_time() - c,
-                           "n_test_images": test.n_images}
+                           "n_test_images": test.n_images,
+                           "stages": end_to_end_stages(model, test, rec)}
     for k, name in enumerate(res.table.kind_names):
         rows = res.table.kind == k
         y = res.table.outcome[rows]
@@ -262,6 +354,8 @@ def study(quick, figure=None):
         out["events"][name]["default"] = score(
             res.table.outcome[rows], res.forecast[rows], res.table.item[rows],
             {"raw": np.clip(res.table.raw[rows], 0, 1)}, n_boot, rng)
+
+    out["raw_comparison"] = raw_comparison(pred_val, pred_test, val, test, n_boot, rng)
 
     # marginal source for pixel events: mean field vs loopy BP vs pseudo-marginals
     src = {}
@@ -318,6 +412,20 @@ def main():
                     d, lo, hi = r[key]
                     line += f"  {key[6:]} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
             print(line)
+    print("\nraw probability source: Brier x100 / ECE of raw, isotonic on raw, k-NN (test)")
+    for name, rows in res["raw_comparison"].items():
+        for src, r in rows.items():
+            if "_minus_" in src:
+                print(f"  {name:<9} {src:<22} Brier x100 difference " + "  ".join(
+                    f"{f} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for f, (d, lo, hi) in r.items()))
+                continue
+            print(f"  {name:<9} {src:<10} " + "  ".join(
+                f"{f} {r[f]['brier']:.3f}/{r[f]['ece']:.4f}" for f in ("raw", "isotonic_raw", "knn")))
+    e2e = res["recalibrator"]
+    print(f"\nend to end on {e2e['n_test_images']} test images: {e2e['end_to_end_seconds']:.2f} s wall, "
+          f"{e2e['end_to_end_cpu_seconds']:.2f} s CPU; stages (CPU s):")
+    for k, v in e2e["stages"].items():
+        print(f"  {k:<55} {v:.2f}")
     print("\nmarginal source (pixel events): Brier x100 / ECE raw -> isotonic")
     for k, v in res["marginal_source"].items():
         print(f"  {k:<17} {v['raw_brier']:.3f}/{v['raw_ece']:.4f} -> {v['isotonic_brier']:.3f}/{v['isotonic_ece']:.4f}")

@@ -26,8 +26,8 @@ unchecked Numba indexing. :func:`vmax` is ``a if a > b else b`` lane by lane (on
 Everything compiles to plain LLVM vector instructions: no fast-math flags, so results are
 those of the scalar IEEE operations, lane by lane.
 
-``+``, ``-``, ``*``, ``max`` and ``min`` work on :data:`f64x4` values (and between a vector and a
-float, which is broadcast), so one piece of code, such as the polynomial of
+``+``, ``-``, ``*``, ``/``, ``max`` and ``min`` work on :data:`f64x4` values (and between a
+vector and a float, which is broadcast), so one piece of code, such as the polynomial of
 :func:`structcal._numba.exp_nonpositive`, serves scalars and vectors alike.
 """
 
@@ -42,7 +42,8 @@ from numba.core.typing.templates import AbstractTemplate, infer_global, signatur
 from numba.extending import intrinsic, models, register_model
 
 __all__ = [
-    "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat", "vadd", "vsub", "vmul",
+    "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat", "vadd",
+    "vsub", "vmul", "vdiv",
     "vmax", "vmin", "vsum", "vhmax", "vhmin", "fma", "pow2_rounded", "where_ge",
     "semiring_step", "semiring_times",
 ]
@@ -95,21 +96,25 @@ def _vector_pointer(context, builder, arrty, arr, idx):
 
 @intrinsic
 def data_pointer(typingctx, arr):
-    """The data pointer of a C-contiguous float64 array, as an :data:`f64ptr`.
+    """The data pointer of a C-contiguous array (a ``CPointer`` of its dtype, uint8 for a
+    boolean array; an :data:`f64ptr` for float64 arrays).
 
     Kernels pass pointers, not arrays, to the helpers they call in their hot loops: an
     array handed to an inlined Numba function is reference-counted (atomic increments and
     decrements that Numba cannot prune across loops), a pointer is a plain value. The
     array must stay alive while the pointer is used; index it as ``p[i]`` (flat,
-    row-major) or with :func:`vload` / :func:`vstore`.
+    row-major) or, for float64, with :func:`vload` / :func:`vstore`.
     """
-    if not _is_c_array(arr):
-        raise TypingError(f"data_pointer needs a C-contiguous float64 array; got {arr}")
+    if not (isinstance(arr, types.Array) and arr.layout == "C"):
+        raise TypingError(f"data_pointer needs a C-contiguous array; got {arr}")
+    boolean = arr.dtype == types.boolean
+    ptr = types.CPointer(types.uint8 if boolean else arr.dtype)
 
     def codegen(context, builder, signature, args):
-        return context.make_array(signature.args[0])(context, builder, args[0]).data
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.bitcast(data, ir.IntType(8).as_pointer()) if boolean else data
 
-    return f64ptr(arr), codegen
+    return ptr(arr), codegen
 
 
 @intrinsic
@@ -176,6 +181,8 @@ vadd = _binary("vadd", lambda b, x, y: b.fadd(x, y))
 vsub = _binary("vsub", lambda b, x, y: b.fsub(x, y))
 #: Lane-wise ``a * b``.
 vmul = _binary("vmul", lambda b, x, y: b.fmul(x, y))
+#: Lane-wise ``a / b`` (IEEE division, correctly rounded like the scalar one).
+vdiv = _binary("vdiv", lambda b, x, y: b.fdiv(x, y))
 #: Lane-wise ``a if a > b else b`` (one ``maxpd``; exact for ``-inf``).
 vmax = _binary("vmax", lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
 #: Lane-wise ``a if a < b else b`` (exact for ``inf``).
@@ -327,6 +334,7 @@ def _register_operator(op, build):
 _register_operator(operator.add, lambda b, x, y: b.fadd(x, y))
 _register_operator(operator.sub, lambda b, x, y: b.fsub(x, y))
 _register_operator(operator.mul, lambda b, x, y: b.fmul(x, y))
+_register_operator(operator.truediv, lambda b, x, y: b.fdiv(x, y))
 _register_operator(max, lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
 _register_operator(min, lambda b, x, y: b.select(b.fcmp_ordered("<", x, y), x, y))
 

@@ -49,7 +49,8 @@ LETTER_CLASSIFIER = "ocr_letter_svm"
 def fit_letter_classifier(train):
     """The unstructured per-letter classifier of the OCR set-up, fit on ``train`` (OCRWords).
 
-    A linear SVM (``LinearSVC(C=0.1, dual=False)``, deterministic) on the 128 raw pixels;
+    A linear SVM (``LinearSVC(C=0.1, dual=False)``; deterministic on one machine, and
+    within the solver tolerance across machines) on the 128 raw pixels;
     its decision scores feed ``phi_no1`` and ``phi_no2``.
     """
     from sklearn.svm import LinearSVC

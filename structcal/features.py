@@ -352,6 +352,8 @@ def _margin_rows(x: np.ndarray) -> np.ndarray:
     """Gap between the largest and second-largest entry of each row (the whole max if K=1)."""
     if x.shape[1] == 1:
         return np.ones(x.shape[0]) if x.size else np.zeros(0)
+    if x.shape[1] == 2:  # (the same numbers, without a partition)
+        return np.abs(x[:, 0] - x[:, 1])
     top2 = -np.partition(-x, 1, axis=1)[:, :2]
     return top2[:, 0] - top2[:, 1]
 

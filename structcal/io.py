@@ -20,12 +20,15 @@ Two ways in:
 content) and refuses foreign, truncated, corrupted and newer-format files with a
 :class:`~structcal.exceptions.ParameterError` naming the file. :func:`inspect` lists what
 a file contains without building anything. Writes are atomic: both files are written to
-temporary names and renamed, so a failed save leaves nothing behind.
+temporary names and renamed, so a failed save leaves nothing behind. :func:`dumps` and
+:func:`loads` are the same saved form as bytes (an uncompressed zip of the two files), for
+sending a model to another process (e.g. Dask workers) with the same checks on arrival.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -40,6 +43,8 @@ __all__ = [
     "SaveLoadMixin",
     "save",
     "load",
+    "dumps",
+    "loads",
     "inspect",
     "register",
     "read_manifest",
@@ -104,23 +109,8 @@ def _jsonable(value):
     return value
 
 
-def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
-    """Save ``model`` to ``path.npz`` + ``path.json`` atomically.
-
-    Parameters
-    ----------
-    model : estimator
-        A fitted estimator on the allow-list, or an instance of a registered class.
-    path : str or path-like
-        The model's stem (``.npz``/``.json`` suffixes are accepted and stripped).
-    metadata : dict, optional
-        JSON-serialisable information stored with the model (training data, accuracy, ...).
-
-    Returns
-    -------
-    (Path, Path)
-        The paths written.
-    """
+def _serialise(model, metadata) -> tuple[dict, bytes]:
+    """Return the manifest (with the checksum) and the ``.npz`` bytes of a model: its saved form."""
     from . import __version__
     from ._state import encode
 
@@ -146,6 +136,9 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
             raise ParameterTypeError(
                 f"array {key!r} of {name} has dtype object: it cannot be saved without pickle"
             )
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    npz = buffer.getvalue()
     manifest = {
         "format": _MAGIC,
         "class": name,
@@ -153,7 +146,29 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
         **body,
         "metadata": _jsonable(metadata or {}),
         "arrays": sorted(arrays),
+        "arrays_sha256": hashlib.sha256(npz).hexdigest(),
     }
+    return manifest, npz
+
+
+def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
+    """Save ``model`` to ``path.npz`` + ``path.json`` atomically.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted estimator on the allow-list, or an instance of a registered class.
+    path : str or path-like
+        The model's stem (``.npz``/``.json`` suffixes are accepted and stripped).
+    metadata : dict, optional
+        JSON-serialisable information stored with the model (training data, accuracy, ...).
+
+    Returns
+    -------
+    (Path, Path)
+        The paths written.
+    """
+    manifest, npz = _serialise(model, metadata)
     npz_path, json_path = model_paths(path)
     npz_path.parent.mkdir(parents=True, exist_ok=True)
     tmp_files = []
@@ -161,13 +176,11 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
         fd, tmp_npz = tempfile.mkstemp(dir=npz_path.parent, suffix=".npz.tmp")
         tmp_files.append(tmp_npz)
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        manifest["arrays_sha256"] = _sha256(tmp_npz)
+            fh.write(npz)
         fd, tmp_json = tempfile.mkstemp(dir=npz_path.parent, suffix=".json.tmp")
         tmp_files.append(tmp_json)
         with os.fdopen(fd, "w") as fh:
-            json.dump(manifest, fh, indent=2, allow_nan=True)
-            fh.write("\n")
+            _write_manifest(fh, manifest)
         for tmp in tmp_files:  # mkstemp creates 0600 files; saved models are ordinary files
             os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp_npz, npz_path)
@@ -177,6 +190,84 @@ def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return npz_path, json_path
+
+
+def _write_manifest(fh, manifest):
+    json.dump(manifest, fh, indent=2, allow_nan=True)
+    fh.write("\n")
+
+
+#: Members of the archive written by :func:`dumps`: the two files :func:`save` writes.
+_DUMP_MEMBERS = ("model.json", "model.npz")
+
+
+def dumps(model, *, metadata: dict | None = None) -> bytes:
+    """Return the saved form of ``model`` as bytes (what :func:`save` writes, in one archive).
+
+    The bytes are an uncompressed zip archive of ``model.json`` (the manifest) and
+    ``model.npz`` (the arrays), byte for byte the two files :func:`save` writes: the same
+    format version, allow-list and checksum apply, and :func:`loads` reads them without
+    pickle. Use it to send a fitted model to another process or store it in a database.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted estimator on the allow-list, or an instance of a registered class.
+    metadata : dict, optional
+        JSON-serialisable information stored with the model.
+
+    Returns
+    -------
+    bytes
+    """
+    manifest, npz = _serialise(model, metadata)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as zf:
+        text = io.StringIO()
+        _write_manifest(text, manifest)
+        zf.writestr(_DUMP_MEMBERS[0], text.getvalue())
+        zf.writestr(_DUMP_MEMBERS[1], npz)
+    return buffer.getvalue()
+
+
+def loads(data, *, expected_class: type | None = None):
+    """Build a model from the bytes :func:`dumps` returned (never unpickles).
+
+    Parameters
+    ----------
+    data : bytes
+        The archive.
+    expected_class : type, optional
+        Raise unless it holds an instance of this class.
+
+    Returns
+    -------
+    estimator
+        With ``metadata_`` holding the saved metadata.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`load`: not a structcal model, corrupted, another format version, or a
+        class structcal does not load.
+    """
+    where = "<bytes>"
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ParameterTypeError(
+            f"`data` must be bytes from structcal.io.dumps; got {type(data).__name__}"
+        )
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            if sorted(zf.namelist()) != sorted(_DUMP_MEMBERS):
+                raise ParameterError(
+                    f"`data` is not a structcal model archive: it holds {zf.namelist()}, "
+                    f"not {list(_DUMP_MEMBERS)}"
+                )
+            text, npz = zf.read(_DUMP_MEMBERS[0]), zf.read(_DUMP_MEMBERS[1])
+    except zipfile.BadZipFile as exc:
+        raise ParameterError(f"`data` is not a structcal model archive: {exc}") from None
+    manifest = _parse_manifest(text, where)
+    return _build(manifest, lambda: npz, where, expected_class, npz_where=where)
 
 
 def _sha256(path) -> str:
@@ -239,11 +330,19 @@ def read_manifest(path) -> dict:
     if not json_path.exists():
         raise ParameterError(f"no structcal model at {str(json_path)!r}: the JSON manifest is missing")
     try:
-        manifest = json.loads(json_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
+        text = json_path.read_bytes()
+    except OSError as exc:
         raise ParameterError(f"{str(json_path)!r} is not a structcal model manifest: {exc}") from None
+    return _parse_manifest(text, str(json_path))
+
+
+def _parse_manifest(text: bytes, where: str) -> dict:
+    try:
+        manifest = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ParameterError(f"{where!r} is not a structcal model manifest: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != _MAGIC:
-        raise ParameterError(f"{str(json_path)!r} is not a structcal model manifest")
+        raise ParameterError(f"{where!r} is not a structcal model manifest")
     return manifest
 
 
@@ -270,8 +369,18 @@ def load(path, *, expected_class: type | None = None):
         a class structcal does not load.
     """
     npz_path, json_path = model_paths(path)
-    where = str(json_path)
     manifest = read_manifest(path)
+
+    def npz_bytes():
+        if not npz_path.exists():
+            raise ParameterError(f"the arrays of model {str(json_path)!r} are missing ({npz_path})")
+        return npz_path.read_bytes()
+
+    return _build(manifest, npz_bytes, str(json_path), expected_class, npz_where=str(npz_path))
+
+
+def _build(manifest, npz_bytes, where, expected_class, *, npz_where):
+    """Build the model a checked manifest describes, its arrays read by ``npz_bytes()``."""
     name = manifest.get("class")
     generic = "state" in manifest
     if generic:
@@ -297,7 +406,7 @@ def load(path, *, expected_class: type | None = None):
         actual = allowed_class(name) if generic else cls
         if not issubclass(actual, expected_class):
             raise ParameterError(f"{where!r} holds a {name}, not a {expected_class.__name__}")
-    arrays = _read_arrays(npz_path, manifest, where)
+    arrays = _read_arrays(npz_bytes(), manifest, where, npz_where)
     if generic:
         from ._state import decode
 
@@ -307,34 +416,31 @@ def load(path, *, expected_class: type | None = None):
             model = cls._from_state(manifest["params"], arrays)
         except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
             raise ParameterError(
-                f"the arrays {str(npz_path)!r} and manifest {where!r} do not describe a "
+                f"the arrays {npz_where!r} and manifest {where!r} do not describe a "
                 f"valid {name}: {type(exc).__name__}: {exc}"
             ) from None
     model.metadata_ = manifest.get("metadata", {})
     return model
 
 
-def _read_arrays(npz_path, manifest, where) -> dict:
-    if not npz_path.exists():
-        raise ParameterError(f"the arrays of model {where!r} are missing ({npz_path})")
+def _read_arrays(npz: bytes, manifest, where, npz_where) -> dict:
     digest = manifest.get("arrays_sha256")
-    if digest is not None and _sha256(npz_path) != digest:
+    if digest is not None and hashlib.sha256(npz).hexdigest() != digest:
         raise ParameterError(
-            f"{str(npz_path)!r} is truncated, corrupted or from another save: its SHA-256 "
+            f"{npz_where!r} is truncated, corrupted or from another save: its SHA-256 "
             f"differs from the one recorded in {where!r}"
         )
     try:
-        # (our own handle: np.load leaves its file open when the archive is unreadable)
-        with open(npz_path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
+        with np.load(io.BytesIO(npz), allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except Exception as exc:  # noqa: BLE001  (EOFError, BadZipFile, zlib.error, header errors...)
         raise ParameterError(
-            f"cannot read model arrays {str(npz_path)!r} (empty, truncated or corrupt file?): "
+            f"cannot read model arrays {npz_where!r} (empty, truncated or corrupt file?): "
             f"{type(exc).__name__}: {exc}"
         ) from None
     missing = set(manifest.get("arrays", [])) - set(arrays)
     if missing:
-        raise ParameterError(f"model arrays {sorted(missing)} are missing from {str(npz_path)!r}")
+        raise ParameterError(f"model arrays {sorted(missing)} are missing from {npz_where!r}")
     return arrays
 
 

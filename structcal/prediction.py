@@ -38,6 +38,9 @@ class _Backend:
     """What every backend shares: the potentials' node offsets and number of states."""
 
     potentials = None
+    #: Whether an item's results do not depend on the other items of the batch (so that
+    #: inference on a subset of the items gives the same results for them, bit for bit).
+    independent_items = False
 
     @property
     def item_offsets(self) -> np.ndarray:
@@ -54,6 +57,8 @@ class ChainBackend(_Backend):
 
     #: Exact 2-best and marginals: features mean exactly what the paper says.
     exact = True
+    #: every kernel treats each chain on its own
+    independent_items = True
 
     def __init__(self, potentials: ChainPotentials, **options):
         if options:
@@ -281,6 +286,11 @@ class StructuredPrediction:
         return bool(self._backend.exact)
 
     @property
+    def independent_items(self) -> bool:
+        """Whether inference on a subset of the items gives the same results for them (chains)."""
+        return bool(self._backend.independent_items)
+
+    @property
     def lengths(self) -> np.ndarray:
         """Number of nodes of each item, shape (n_items,)."""
         return np.diff(self.item_offsets)
@@ -357,19 +367,39 @@ class StructuredPrediction:
         """Raw model probability ``p(MAP | x)`` of each item, shape (n_items,)."""
         return np.exp(np.minimum(self.map_score - self.log_partition, 0.0))
 
-    def subset(self, items) -> "StructuredPrediction":
-        """A new prediction over the selected items (nothing computed yet)."""
+    def subset(self, items, *, keep_computed: bool = False) -> "StructuredPrediction":
+        """A new prediction over the selected items.
+
+        Parameters
+        ----------
+        items : array-like of int
+            The items, in the order wanted.
+        keep_computed : bool, default=False
+            Carry over the inference results computed so far (MAP, top-2, marginals,
+            pseudo-marginals) for those items instead of leaving them to be recomputed.
+        """
         if not hasattr(self.potentials, "subset"):
             raise ParameterTypeError("these potentials do not support subset()")
         items = as_int_array(items, "items", ndim=1, low=0, high=self.n_items)
+        rows = ragged_rows(self.item_offsets, items)[0]
         scores = None
         if self.unstructured_scores is not None:
-            scores = self.unstructured_scores[ragged_rows(self.item_offsets, items)[0]]
-        rows = ragged_rows(self.item_offsets, items)[0]
-        return StructuredPrediction(
+            scores = self.unstructured_scores[rows]
+        sub = StructuredPrediction(
             self.potentials.subset(items), unstructured_scores=scores,
             node_data={k: v[rows] for k, v in self.node_data.items()}, **self._options
         )
+        if keep_computed:
+            # (per-node, per-item) parts of each result; top-2 labels are (2, n_nodes)
+            for key in ("map", "marginals", "top2"):
+                if key in self._cache:
+                    per_node, per_item = self._cache[key]
+                    per_node = per_node[:, rows] if key == "top2" else per_node[rows]
+                    sub._cache[key] = (per_node, per_item[items])
+            for key in ("pseudo_marginals", "_marginal_argmax"):
+                if key in self._cache:
+                    sub._cache[key] = self._cache[key][rows]
+        return sub
 
     def __repr__(self) -> str:
         return (

@@ -348,19 +348,42 @@ def _item_folds(items: np.ndarray, n_folds: int, rng) -> np.ndarray:
 
 
 def _ks_pvalues(ref: np.ndarray, new: np.ndarray):
-    """KS statistic and p-value of each column (exact for small samples)."""
-    from scipy.stats import ks_2samp
+    """KS statistic and p-value of each column (exact for small samples).
+
+    The same statistic and p-values as ``scipy.stats.ks_2samp`` (two-sided): exact when
+    ``n * m <= 10,000``, else ``kstwo.sf(D, round(n m / (n + m)))`` for all columns in one
+    call (a per-column ``ks_2samp`` costs about a millisecond of overhead each).
+    """
+    from scipy.stats import kstwo
 
     n, m = ref.shape[0], new.shape[0]
-    method = "exact" if n * m <= 10_000 else "asymp"
-    stat, p = np.zeros(ref.shape[1]), np.ones(ref.shape[1])
-    for c in range(ref.shape[1]):
-        if np.unique(np.concatenate([ref[:, c], new[:, c]])).shape[0] > 1:
+    n_cols = ref.shape[1]
+    stat, p = np.zeros(n_cols), np.ones(n_cols)
+    if n == 0 or m == 0:
+        return stat, p
+    ref_sorted, new_sorted = np.sort(ref, axis=0), np.sort(new, axis=0)
+    varies = np.zeros(n_cols, dtype=bool)
+    for c in range(n_cols):
+        a, b = ref_sorted[:, c], new_sorted[:, c]
+        pooled = np.concatenate([a, b])
+        if pooled.min() == pooled.max():
+            continue  # one value in both samples: identical distributions
+        varies[c] = True
+        diff = np.searchsorted(a, pooled, side="right") / n - np.searchsorted(b, pooled, side="right") / m
+        stat[c] = max(float(diff.max()), float(np.clip(-diff.min(), 0.0, 1.0)))
+    if not varies.any():
+        return stat, p
+    if n * m <= 10_000:
+        from scipy.stats import ks_2samp
+
+        for c in np.flatnonzero(varies):
             with warnings.catch_warnings():
                 # scipy falls back to the asymptotic p-value when the exact one fails
                 warnings.simplefilter("ignore", RuntimeWarning)
-                r = ks_2samp(ref[:, c], new[:, c], method=method)
-            stat[c], p[c] = r.statistic, r.pvalue
+                p[c] = ks_2samp(ref[:, c], new[:, c], method="exact").pvalue
+    else:
+        en = np.round(float(n) * m / (n + m))
+        p[varies] = np.clip(kstwo.sf(stat[varies], en), 0.0, 1.0)
     return stat, p
 
 

@@ -42,10 +42,16 @@ def dev_features():
     return token_features(dev.sentences)
 
 
-def test_crfsuite_viterbi_marginals_probability_equal_crfsuite(crfsuite_model, dev_features):
+@pytest.mark.parametrize("source", ["file", "tagger"])
+def test_crfsuite_viterbi_marginals_probability_equal_crfsuite(crfsuite_model, dev_features, source):
     tagger = pycrfsuite.Tagger()
     tagger.open(str(crfsuite_model))
-    p, labels = crfsuite_potentials(crfsuite_model, dev_features)
+    if source == "tagger":  # weights measured from a second opened Tagger
+        other = pycrfsuite.Tagger()
+        other.open(str(crfsuite_model))
+        p, labels = crfsuite_potentials(other, dev_features)
+    else:
+        p, labels = crfsuite_potentials(crfsuite_model, dev_features)
     assert labels == tuple(tagger.labels())
     pred = StructuredPrediction(p)
     off = p.offsets
@@ -75,6 +81,42 @@ def test_crfsuite_weights_are_exact_and_info_is_rounded(crfsuite_model):
     for (a, b), v in info.transitions.items():
         assert abs(m.transitions[m.labels.index(a), m.labels.index(b)] - v) <= 5e-7
     assert "n_state_features" in repr(m)
+
+
+@pytest.mark.parametrize("every_label", [False, True])
+def test_weights_measured_from_a_tagger_equal_the_files(crfsuite_model, tmp_path, every_label):
+    # a Tagger keeps no model file: its weights are measured from its probabilities, equal to
+    # the stored ones up to rounding, up to a constant per attribute where every label has a
+    # feature (no probability depends on it; it comes from the 6-decimal dump)
+    path = crfsuite_model
+    if every_label:  # every (attribute, label) and (label, label) pair has a feature
+        train = load_wnut17("train").subset(np.arange(60))
+        trainer = pycrfsuite.Trainer(verbose=False)
+        for x, y in zip(token_features(train.sentences), train.tag_strings):
+            trainer.append(x, y)
+        trainer.set_params({"c1": 0.0, "c2": 0.1, "max_iterations": 20,
+                            "feature.possible_states": True, "feature.possible_transitions": True})
+        path = tmp_path / "full.crfsuite"
+        trainer.train(str(path))
+    m = CRFsuiteModel.from_file(path)
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(path))
+    t = CRFsuiteModel.from_model(tagger)
+    assert t.labels == m.labels and t.attributes == m.attributes
+    assert t.state_weights.nnz == m.state_weights.nnz
+    D = (t.state_weights - m.state_weights).toarray()
+    full = np.diff(m.state_weights.indptr) == m.n_labels
+    assert full.all() if every_label else not full.any()
+    assert np.abs(D[~full]).max(initial=0) < 1e-12
+    assert np.abs(D[full] - D[full].mean(axis=1, keepdims=True)).max(initial=0) < 1e-12
+    assert np.abs(D[full]).max(initial=0) < 1e-6
+    dT = t.transitions - m.transitions
+    assert np.abs(dT - dT.mean()).max() < 1e-12 and np.abs(dT).max() < 1e-6
+    # the same probabilities
+    X = token_features(load_wnut17("dev").subset(np.arange(40)).sentences)
+    a, b = StructuredPrediction(m.potentials(X)), StructuredPrediction(t.potentials(X))
+    assert np.array_equal(a.map_labels, b.map_labels)
+    np.testing.assert_allclose(a.marginals, b.marginals, rtol=0, atol=1e-12)
 
 
 def test_sklearn_crfsuite_model_and_feature_conventions(tmp_path):
@@ -139,10 +181,8 @@ def test_crfsuite_bad_inputs(tmp_path, crfsuite_model):
         CRFsuiteModel.from_bytes(data[: len(data) // 2])
     with pytest.raises(ParameterError, match="no such"):
         CRFsuiteModel.from_file(tmp_path / "missing.crfsuite")
-    with pytest.raises(ParameterTypeError, match="pycrfsuite.Tagger"):
-        tagger = pycrfsuite.Tagger()
-        tagger.open(str(crfsuite_model))
-        CRFsuiteModel.from_model(tagger)
+    with pytest.raises(ParameterError, match="no model is open in this pycrfsuite.Tagger"):
+        CRFsuiteModel.from_model(pycrfsuite.Tagger())
     with pytest.raises(ParameterTypeError, match="`model`"):
         CRFsuiteModel.from_model(3.5)
     m = CRFsuiteModel.from_bytes(data)
@@ -152,6 +192,64 @@ def test_crfsuite_bad_inputs(tmp_path, crfsuite_model):
         m.potentials({"w": "a"})
     empty = m.potentials([[], [{"w": "zzz-unknown"}]])
     assert empty.lengths.tolist() == [0, 1] and np.all(empty.unary == 0)
+
+
+def _feature_batch(rng, n_sentences):
+    """Feature dicts that exercise every attribute rule: str / bool / int / float / numpy
+    values, ``:`` inside keys and values, unknown keys and values, keys in another order,
+    tokens with as many keys but other ones (the sentence ends), a mixed-type key."""
+    words = ["a", "b", "x:q", "zz", "q"]
+    X = []
+    for _ in range(n_sentences):
+        n = int(rng.integers(1, 7))
+        sent = []
+        for i in range(n):
+            w = words[int(rng.integers(0, len(words)))]
+            tok = {"w": w, "n": float(rng.integers(0, 3)) / 2, "flag": bool(rng.integers(0, 2)),
+                   "cnt": int(rng.integers(0, 3)), "w:x": "y", "np": np.float32(0.25), "k": w}
+            if rng.random() < 0.3:  # same keys, another order
+                tok = dict(reversed(list(tok.items())))
+            tok["BOS" if i == 0 else "prev"] = True if i == 0 else sent[-1]["w"]
+            tok["EOS" if i == n - 1 else "next"] = np.bool_(True) if i == n - 1 else "a"
+            sent.append(tok)
+        X.append(sent)
+    return X
+
+
+@pytest.mark.parametrize("path", ["grouped", "pairs"])
+def test_attribute_matrix_equals_python_crfsuite_items(monkeypatch, path):
+    # the grouped (column) and per-pair lookups both give python-crfsuite's attributes
+    from structcal.adapters import crfsuite as adapter
+
+    if path == "pairs":
+        monkeypatch.setattr(adapter, "_MIN_GROUP", 10**9)
+    else:  # (the per-pair lookup must not be needed)
+        monkeypatch.setattr(adapter, "_pair_matrix", None)
+    attributes = ["w:a", "w:x:y", "w:x:q", "w:x", "n", "flag", "cnt", "np", "k:a", "k:zz", "BOS",
+                  "EOS", "prev:x:q", "next:a", "prev:a", "w:q"]
+    m = CRFsuiteModel(["O", "B-X"], attributes, sp.csr_matrix((len(attributes), 2)), np.zeros((2, 2)))
+    rng = np.random.default_rng(3)
+    X = _feature_batch(rng, 200)
+    A, lengths = m.attribute_matrix(X)
+    items = [it for seq in X for it in pycrfsuite.ItemSequence(seq).items()]
+    assert A.shape == (len(items), len(attributes)) and lengths.sum() == len(items)
+    for row, item in enumerate(items):
+        want = {a: v for a, v in item.items() if a in attributes and v != 0}
+        got = {}
+        for j, v in zip(A[row].indices, A[row].data):
+            got[attributes[j]] = got.get(attributes[j], 0.0) + v
+        assert {a: v for a, v in got.items() if v != 0} == want, row
+    # a key whose values mix str and numbers goes through python-crfsuite's flattening
+    mixed = [[{"w": "a", "k": "zz"}] * 80 + [{"w": True, "k": "a"}]]
+    A, _ = m.attribute_matrix(mixed)
+    assert A[80].toarray()[0, [attributes.index("k:a")]].tolist() == [1.0]
+    assert A[0].toarray()[0, [attributes.index("w:a"), attributes.index("k:zz")]].tolist() == [1, 1]
+    # non-finite numbers are refused with the feature and the token
+    bad = [[{"n": 1.0}] * 40, [{"n": 0.5}, {"n": float("nan")}]]
+    with pytest.raises(ParameterError, match="feature 'n' must be finite; token 41 has nan"):
+        m.attribute_matrix(bad)
+    with pytest.raises(ParameterTypeError, match="feature names must be str; token 70"):
+        m.attribute_matrix([[{"w": "a"}] * 70 + [{"w": "a", 7: "b"}]])
 
 
 def _manual_score(em, trans, start, end, tags):

@@ -6,19 +6,35 @@ from structcal.datasets import load_ocr
 from structcal.demos import LETTER_CLASSIFIER, fit_letter_classifier, ocr_setup
 from structcal.io import load, pretrained_path
 
+# A refit is not bit-identical across machines: liblinear's primal Newton solver stops at
+# tol=1e-4 and its dot products run on the CPU's own BLAS kernels, so the stopping iterate
+# moves with the rounding (seen: coefficients 7e-4 apart on an AVX-512 machine). A refit
+# must agree with the shipped fit to well within that tolerance's effect on the scores,
+# and rank the letters the same way.
+SCORE_ATOL = 1e-2
+
+
+def _assert_same_fit(a, b, x):
+    sa, sb = a.decision_function(x), b.decision_function(x)
+    np.testing.assert_allclose(sa, sb, rtol=0, atol=SCORE_ATOL)
+    assert np.mean(sa.argmax(axis=1) == sb.argmax(axis=1)) > 0.999
+
 
 def test_shipped_letter_classifier_is_the_fit_it_claims():
     shipped = load(pretrained_path(LETTER_CLASSIFIER))
     fresh = fit_letter_classifier(load_ocr("train"))
     test = load_ocr("test")
     assert np.array_equal(shipped.classes_, fresh.classes_)
-    assert np.array_equal(shipped.decision_function(test.pixels),
-                          fresh.decision_function(test.pixels))
+    _assert_same_fit(shipped, fresh, test.pixels)
+    # the tolerance is not vacuous: another regularisation is a different classifier
+    from sklearn.svm import LinearSVC
 
+    train = load_ocr("train")
+    other = LinearSVC(C=0.2, dual=False).fit(train.pixels, train.labels)
+    assert np.abs(shipped.decision_function(test.pixels)
+                  - other.decision_function(test.pixels)).max() > SCORE_ATOL
 
 def test_ocr_setup_loads_or_refits_the_same_classifier():
     loaded = ocr_setup()
     refit = ocr_setup(refit_letter_classifier=True)
-    x = loaded.test.pixels[:50]
-    assert np.array_equal(loaded.letter_classifier.decision_function(x),
-                          refit.letter_classifier.decision_function(x))
+    _assert_same_fit(loaded.letter_classifier, refit.letter_classifier, loaded.test.pixels)

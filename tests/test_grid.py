@@ -1,11 +1,12 @@
-"""Pixel grids: edges and coordinates, GraphPotentials.from_grid, and the Potts mean-field
-fast path (checked against the generic matrix path and against enumeration)."""
+"""Pixel grids: edges and coordinates, GraphPotentials.from_grid, and the grid kernels
+(checked against the general kernels on the same graphs, bit for bit where they promise it,
+against the generic matrix path and against enumeration)."""
 
 import networkx as nx
 import numpy as np
 import pytest
 
-from structcal.exceptions import ParameterError
+from structcal.exceptions import InfeasibleError, ParameterError
 from structcal.inference import graph as G
 from structcal.inference.exact import exact_graph
 from structcal.potentials import GraphPotentials, grid_coordinates, grid_edges
@@ -100,10 +101,78 @@ def _as_matrices(p):
     return GraphPotentials(p.unary, p.offsets, p.edges, p.edge_offsets, p.edge_matrices())
 
 
+def _general(p):
+    """The same batch without its grid: every routine takes the general (CSR) kernels."""
+    out = GraphPotentials(p.unary, p.offsets, p.edges, p.edge_offsets, potts=p.potts)
+    assert out.grid is None
+    return out
+
+
+def test_grid_is_recorded_and_kept():
+    rng = np.random.default_rng(0)
+    imgs = [rng.normal(size=(3, 4, 2)), rng.normal(size=(2, 5, 2)), rng.normal(size=(1, 3, 2))]
+    p = GraphPotentials.from_grid(imgs, potts=1.0, connectivity=8)
+    assert p.grid.shapes.tolist() == [[3, 4], [2, 5], [1, 3]] and p.grid.connectivity == 8
+    sub = p.subset([2, 0])
+    assert sub.grid.shapes.tolist() == [[1, 3], [3, 4]] and sub.grid.connectivity == 8
+    assert p.with_unary(p.unary + 1.0).grid is p.grid
+    assert _general(p).grid is None
+    assert GraphPotentials.from_list([np.zeros((2, 2))], [[(0, 1)]], potts=1.0).grid is None
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_greedy_colours_of_grids_are_the_checkerboard_classes(connectivity):
+    from structcal.inference import _graph
+
+    for h, w in [(1, 1), (1, 6), (5, 1), (4, 7), (6, 6)]:
+        p = GraphPotentials.from_grid(np.zeros((h, w, 2)), potts=1.0, connectivity=connectivity)
+        colour = np.empty(p.n_nodes, dtype=np.int64)
+        _graph.greedy_colours(p.n_nodes, p.adjacency.indptr, p.adjacency.neighbors, colour)
+        r, c = np.divmod(np.arange(h * w), w)
+        want = (r + c) % 2 if connectivity == 4 else 2 * (r % 2) + c % 2
+        if w == 1 and connectivity == 8:
+            want = r % 2  # (no odd columns: the classes renumber)
+        np.testing.assert_array_equal(colour, want)
+
+
+_SHAPES = [(1, 1), (1, 7), (6, 1), (2, 2), (5, 9), (8, 12), (3, 17)]
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 5, 9])
+@pytest.mark.parametrize("schedule,damping", [("checkerboard", 0.0), ("checkerboard", 0.3),
+                                              ("synchronous", 0.5)])
+def test_grid_mean_field_equals_general_kernel_bit_for_bit(connectivity, K, schedule, damping):
+    # the grid kernel visits the colour classes of the general kernel's checkerboard order,
+    # with the same operations in the same order: the same bits, on images of every shape
+    # (odd / even widths, single rows and columns), in one batch, from softmax(unary) and
+    # from a given init, with forbidden labels
+    rng = np.random.default_rng(K + 10 * connectivity)
+    imgs = [2.0 * rng.normal(size=(h, w, K)) for h, w in _SHAPES]
+    if K > 1:
+        imgs[4][1, 2, : K - 1] = -np.inf  # one allowed label
+        imgs[5][0, 0, 0] = -np.inf
+    w = [rng.normal(size=grid_edges(*u.shape[:2], connectivity)[0].shape[0]) for u in imgs]
+    p = GraphPotentials.from_grid(imgs, potts=w, connectivity=connectivity)
+    ref = _general(p)
+    for init in (None, rng.random((p.n_nodes, K))):
+        kw = dict(schedule=schedule, damping=damping, tol=0.0, max_iter=6, warn=False,
+                  log_partition=True, init=init)
+        a, b = G.mean_field(p, **kw), G.mean_field(ref, **kw)
+        np.testing.assert_array_equal(a.marginals, b.marginals)
+        np.testing.assert_array_equal(a.delta, b.delta)
+        np.testing.assert_array_equal(a.log_partition, b.log_partition)
+    # and it stops where the general kernel stops
+    kw = dict(schedule=schedule, damping=damping, tol=1e-5, max_iter=500, warn=False)
+    a, b = G.mean_field(p, **kw), G.mean_field(ref, **kw)
+    np.testing.assert_array_equal(a.n_iter, b.n_iter)
+    np.testing.assert_array_equal(a.marginals, b.marginals)
+
+
 @pytest.mark.parametrize("K", [2, 3, 4, 5, 8, 9])
 @pytest.mark.parametrize("schedule,damping", [("sequential", 0.0), ("sequential", 0.3),
-                                              ("synchronous", 0.5)])
-def test_potts_fast_path_equals_matrix_path(K, schedule, damping):
+                                              ("checkerboard", 0.0), ("synchronous", 0.5)])
+def test_potts_paths_equal_matrix_path(K, schedule, damping):
     rng = np.random.default_rng(K)
     U = 2.0 * rng.normal(size=(2, 4, 5, K))
     U[0, 1, 2, : K - 1] = -np.inf  # a node with one allowed label
@@ -117,6 +186,29 @@ def test_potts_fast_path_equals_matrix_path(K, schedule, damping):
     np.testing.assert_allclose(fast.log_partition, ref.log_partition, rtol=1e-12)
     np.testing.assert_allclose(fast.marginals.sum(axis=1), 1.0, atol=1e-14)
     assert fast.marginals[1 * 5 + 2, K - 1] == 1.0
+
+
+def test_mean_field_auto_schedule():
+    rng = np.random.default_rng(1)
+    p = GraphPotentials.from_grid(rng.normal(size=(4, 5, 3)), potts=0.8)
+    kw = dict(tol=0.0, max_iter=5, warn=False)
+    np.testing.assert_array_equal(G.mean_field(p, **kw).marginals,
+                                  G.mean_field(p, schedule="checkerboard", **kw).marginals)
+    q = _general(p)
+    np.testing.assert_array_equal(G.mean_field(q, **kw).marginals,
+                                  G.mean_field(q, schedule="sequential", **kw).marginals)
+    assert G.mean_field(p, **kw).method == "mean_field_checkerboard"
+    with pytest.raises(ParameterError, match="schedule"):
+        G.mean_field(p, schedule="random")
+
+
+def test_grid_mean_field_refuses_a_pixel_without_allowed_label():
+    U = np.zeros((3, 4, 2))
+    U[2, 1] = -np.inf
+    p = GraphPotentials.from_grid(U, potts=0.5)
+    for schedule in ("checkerboard", "synchronous", "sequential"):
+        with pytest.raises(InfeasibleError, match="node 9"):
+            G.mean_field(p, schedule=schedule)
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 5])
@@ -170,3 +262,84 @@ def test_potts_large_magnitudes_stay_finite():
         p = GraphPotentials.from_grid(1e4 * rng.normal(size=(6, 6, K)), potts=1e4)
         q = G.mean_field(p, warn=False).marginals
         assert np.isfinite(q).all() and np.allclose(q.sum(axis=1), 1.0)
+
+
+# ---------------------------------------------------------------------------- message passing
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_grid_slots_are_the_csr_slots(connectivity):
+    # the index arithmetic of the grid kernels against the sorted CSR of the same edges
+    from structcal.potentials._grid_kernels import grid_slot_table
+
+    for h, w in [(1, 1), (1, 4), (5, 1), (3, 4), (6, 7)]:
+        p = GraphPotentials.from_list([np.zeros((h * w, 2))],
+                                      [grid_edges(h, w, connectivity)[0]], potts=1.0)
+        D = 4 if connectivity == 4 else 8
+        nbr = np.empty((h * w, D), dtype=np.int64)
+        eid = np.empty((h * w, D), dtype=np.int64)
+        grid_slot_table(h, w, connectivity, 0, nbr, eid)
+        a = p.adjacency
+        for i in range(h * w):
+            sl = slice(a.indptr[i], a.indptr[i + 1])
+            have = nbr[i] >= 0
+            np.testing.assert_array_equal(nbr[i][have], a.neighbors[sl])
+            np.testing.assert_array_equal(eid[i][have], a.edge_id[sl])
+            assert ((nbr[i] >= 0) == (eid[i] >= 0)).all()
+
+
+def _grid_problems(rng, connectivity, shapes=((7, 9), (2, 2), (6, 13), (1, 5), (11, 4))):
+    imgs = [2.0 * rng.normal(size=(h, w, 2)) for h, w in shapes]
+    imgs[0][0, 0, 0] = -np.inf  # a pixel with one allowed label
+    imgs[2][3, 3, 1] = -np.inf
+    w = [rng.normal(size=grid_edges(*u.shape[:2], connectivity)[0].shape[0]) for u in imgs]
+    return GraphPotentials.from_grid(imgs, potts=w, connectivity=connectivity)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_grid_trws_equals_general_kernel(connectivity):
+    # the two-label grid kernel makes the general kernel's operations in the same order:
+    # the same labels, iterations, last change and (polished) MAP
+    rng = np.random.default_rng(connectivity)
+    p = _grid_problems(rng, connectivity)
+    ref = _general(p)
+    for max_iter in (1, 2, 5, 100):
+        for polish in (False, True):
+            a = G.map_inference(p, max_iter=max_iter, polish=polish, warn=False)
+            b = G.map_inference(ref, max_iter=max_iter, polish=polish, warn=False)
+            np.testing.assert_array_equal(a.map_labels, b.map_labels)
+            np.testing.assert_array_equal(a.map_score, b.map_score)
+            np.testing.assert_array_equal(a.n_iter, b.n_iter)
+            np.testing.assert_array_equal(a.delta, b.delta)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("damping", [0.0, 0.5])
+def test_grid_bp_equals_general_kernel(connectivity, damping):
+    # same schedule and stopping rule; the two-label messages are computed in closed form,
+    # so the numbers agree to rounding
+    rng = np.random.default_rng(10 + connectivity)
+    p = _grid_problems(rng, connectivity, shapes=((7, 9), (2, 2), (6, 13), (11, 4)))
+    assert not p.is_forest.any()
+    ref = _general(p)
+    for max_iter in (1, 3, 30):
+        kw = dict(damping=damping, max_iter=max_iter, warn=False, log_partition=True,
+                  edge_marginals=True)
+        a, b = G.belief_propagation(p, **kw), G.belief_propagation(ref, **kw)
+        np.testing.assert_allclose(a.marginals, b.marginals, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(a.edge_marginals, b.edge_marginals, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(a.log_partition, b.log_partition, rtol=1e-13)
+        np.testing.assert_allclose(a.delta, b.delta, rtol=1e-9, atol=1e-13)
+        np.testing.assert_array_equal(a.n_iter, b.n_iter)
+        assert a.marginals[0, 0] == 0.0
+
+
+def test_grid_bp_on_a_forest_batch_stays_exact():
+    # a batch with a one-row image takes the general kernels (exact two-pass BP there)
+    rng = np.random.default_rng(3)
+    p = GraphPotentials.from_grid([rng.normal(size=(1, 6, 2)), rng.normal(size=(2, 3, 2))],
+                                  potts=[rng.normal(size=5), rng.normal(size=7)])
+    r = G.belief_propagation(p, log_partition=True, warn=False)
+    ex = exact_graph(p, 0)
+    np.testing.assert_allclose(r.marginals[:6], ex.marginals, atol=1e-12)
+    np.testing.assert_allclose(r.log_partition[0], ex.log_partition, rtol=1e-12)

@@ -72,3 +72,45 @@ def test_failed_save_leaves_nothing(tmp_path):
 def test_unregistered_class_cannot_be_saved(tmp_path):
     with pytest.raises(TypeError, match="not a registered structcal model"):
         io.save(object(), tmp_path / "x")
+
+
+def test_dumps_is_the_saved_form_as_bytes(tmp_path):
+    import zipfile
+    from io import BytesIO
+
+    m = _Toy(alpha=0.25)
+    m.w_ = np.arange(4.0)
+    blob = io.dumps(m, metadata={"n": 3})
+    back = io.loads(blob)
+    np.testing.assert_array_equal(back.w_, m.w_)
+    assert back.alpha == 0.25 and back.metadata_ == {"n": 3}
+    with pytest.raises(ParameterError, match="holds a _Toy, not a"):
+        io.loads(blob, expected_class=dict)
+    # the two files save() writes (npz archives carry their write time, hence the checksum)
+    io.save(m, tmp_path / "toy", metadata={"n": 3})
+    with zipfile.ZipFile(BytesIO(blob)) as zf:
+        with np.load(BytesIO(zf.read("model.npz")), allow_pickle=False) as a, \
+                np.load(tmp_path / "toy.npz", allow_pickle=False) as b:
+            assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+        manifest = json.loads(zf.read("model.json"))
+    on_disk = json.loads((tmp_path / "toy.json").read_text())
+    assert {**manifest, "arrays_sha256": None} == {**on_disk, "arrays_sha256": None}
+
+    def rezip(manifest, npz):
+        out = BytesIO()
+        with zipfile.ZipFile(out, "w") as zf:
+            zf.writestr("model.json", json.dumps(manifest))
+            zf.writestr("model.npz", npz)
+        return out.getvalue()
+
+    with zipfile.ZipFile(BytesIO(blob)) as zf:
+        npz = zf.read("model.npz")
+    assert io.loads(rezip(manifest, npz)).alpha == 0.25
+    with pytest.raises(ParameterError, match=r"'<bytes>' has format_version 99"):
+        io.loads(rezip({**manifest, "format_version": 99}, npz))
+    with pytest.raises(ParameterError, match="SHA-256 differs"):
+        io.loads(rezip(manifest, npz[:-1] + b"x"))
+    with pytest.raises(ParameterError, match="not a structcal model archive"):
+        io.loads(b"not a zip")
+    with pytest.raises(TypeError, match="must be bytes"):
+        io.loads("model.json")

@@ -275,3 +275,91 @@ def test_auto_features_skip_object_features_without_node_data():
     assert {"object_solidity", "object_eccentricity", "object_contrast"} <= set(t.feature_names)
     assert get_feature("object_solidity").requires == ("node_coords",)
     assert "node_intensity" in REQUIREMENTS
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_solidity_equals_scipy_convex_hull_of_the_pixel_squares(seed):
+    from scipy.spatial import ConvexHull
+
+    rng = np.random.default_rng(seed)
+    img = ndi.binary_opening(rng.random((30, 40)) < 0.55).astype(int)
+    pred = _pred([img], connectivity=8)
+    t = build_events(pred, [ObjectEvents()], features=["object_solidity"])
+    ev = ObjectEvents().instances(pred)
+    xy = pred.node_data["coords"].astype(float)
+    corners = np.array([[-0.5, -0.5], [-0.5, 0.5], [0.5, -0.5], [0.5, 0.5]])
+    want = []
+    for e in range(len(ev)):
+        pts = xy[ev.members[ev.member_offsets[e]:ev.member_offsets[e + 1]]]
+        want.append(pts.shape[0] / ConvexHull((pts[:, None] + corners).reshape(-1, 2)).volume)
+    assert len(want) > 5
+    np.testing.assert_allclose(t.X[:, 0], want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_outer_boundary_against_brute_force(seed):
+    from structcal.events.nodesets import outer_boundary
+
+    rng = np.random.default_rng(seed)
+    n = 40
+    edges = {tuple(sorted(e)) for e in rng.integers(0, n, size=(90, 2)).tolist() if e[0] != e[1]}
+    p = GraphPotentials.from_list([np.zeros((n, 2))], [sorted(edges)], potts=0.0)
+    indptr, indices = p.adjacency.indptr, p.adjacency.neighbors
+    sets = [np.sort(rng.choice(n, size=k, replace=False)) for k in (1, 5, 12, 0, 3)]
+    members = np.concatenate(sets).astype(np.int64)
+    off = np.concatenate([[0], np.cumsum([len(x) for x in sets])]).astype(np.int64)
+    b, boff = outer_boundary(members, off, indptr, indices)
+    for e, x in enumerate(sets):
+        near = {int(j) for i in x for j in indices[indptr[i]:indptr[i + 1]]}
+        want = sorted(near - set(x.tolist()))
+        assert b[boff[e]:boff[e + 1]].tolist() == want
+
+
+def test_image_kinds_with_one_seed_share_their_samples():
+    rng = np.random.default_rng(4)
+    p = GraphPotentials.from_grid([rng.normal(size=(12, 14, 2))], potts=0.6)
+    pred = StructuredPrediction(p)
+    kinds = [AllObjectsFound(n_samples=8, random_state=3), ObjectCountCorrect(n_samples=8,
+                                                                             random_state=3),
+             ObjectEvents(raw="sampled", n_samples=8, random_state=3)]
+    got = [k.probabilities(pred, k.instances(pred)) for k in kinds]
+    assert sum(1 for key in pred._cache if key[0] == "_sample_matches") == 1
+    # the same numbers as fresh samples drawn with a Generator of that seed (never cached)
+    fresh = [type(k)(n_samples=8, random_state=np.random.default_rng(3)) if not isinstance(
+        k, ObjectEvents) else ObjectEvents(raw="sampled", n_samples=8,
+                                           random_state=np.random.default_rng(3)) for k in kinds]
+    for k, f, g in zip(kinds, fresh, got):
+        np.testing.assert_array_equal(f.probabilities(pred, k.instances(pred)), g)
+
+
+def test_gibbs_raw_probability_matches_the_crf_by_enumeration():
+    # on a small coupled grid the Gibbs estimate converges to the event's probability
+    # under the CRF itself (enumerated), which the marginal-sampling estimate does not
+    from structcal.inference.exact import exact_graph
+
+    rng = np.random.default_rng(5)
+    U = rng.normal(size=(3, 4, 2))
+    U[1, 1:3, 1] += 1.5
+    p = GraphPotentials.from_grid([U], potts=1.4)
+    pred = StructuredPrediction(p, map_method="trws")
+    ex = exact_graph(p, 0)
+    n = 1500
+    for kind in (ObjectEvents(raw="gibbs", n_samples=n, random_state=2),
+                 AllObjectsFound(raw="gibbs", n_samples=n, random_state=2),
+                 ObjectCountCorrect(raw="gibbs", n_samples=n, random_state=2)):
+        ev = kind.instances(pred)
+        assert len(ev) >= 1
+        holds = np.array([kind.outcomes(pred, ev, y) for y in ex.labelings])
+        for e in range(len(ev)):
+            want = ex.probability(holds[:, e])
+            got = kind.probabilities(pred, ev)[e]
+            # Gibbs draws are correlated: a loose multiple of the independent standard error
+            assert abs(got - want) < 6 * np.sqrt(want * (1 - want) / n) + 0.01, (kind, e)
+    # the estimates under the mean-field marginals are a different quantity here
+    sampled = ObjectEvents(raw="sampled", n_samples=n, random_state=2)
+    gibbs = ObjectEvents(raw="gibbs", n_samples=n, random_state=2)
+    ev = gibbs.instances(pred)
+    assert not np.allclose(sampled.probabilities(pred, ev), gibbs.probabilities(pred, ev),
+                           atol=0.05)
+    with pytest.raises(ParameterError, match="raw"):
+        AllObjectsFound(raw="factorised")

@@ -312,3 +312,24 @@ def test_shift_warning_on_shifted_batches_only():
     with warnings.catch_warnings():
         warnings.simplefilter("error", DistributionShiftWarning)
         rec.predict(soft)
+
+
+@pytest.mark.parametrize("n, m", [(40, 60), (132, 150), (900, 700)])
+def test_shift_test_p_values_are_scipy_ks_2samp(n, m):
+    # the column-batched KS test gives scipy's statistic and p-value (exact when n m <= 10^4)
+    from scipy.stats import ks_2samp
+
+    from structcal.recalibration import _ks_pvalues
+
+    rng = np.random.default_rng(n)
+    ref = np.round(rng.standard_normal((n, 5)), 1)
+    new = np.round(rng.standard_normal((m, 5)) * np.array([1, 1.3, 1, 1, 1]) + [0, 0, 1.5, 0, 0], 1)
+    new[:, 3] = np.round(new[:, 3])
+    ref[:, 4] = new[:, 4] = 2.0  # constant in both: p = 1
+    stat, p = _ks_pvalues(ref, new)
+    method = "exact" if n * m <= 10_000 else "asymp"
+    for c in range(4):
+        r = ks_2samp(ref[:, c], new[:, c], method=method)
+        np.testing.assert_allclose([stat[c], p[c]], [r.statistic, r.pvalue], rtol=1e-12, atol=1e-300)
+    assert (stat[4], p[4]) == (0.0, 1.0)
+    assert p[2] < 1e-3 < p[0]  # the shifted column

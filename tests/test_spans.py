@@ -277,3 +277,42 @@ def test_transitions_validity_and_conversion(scheme):
         c1, c2 = s.chunks(seqs.ravel(), offsets), s.chunks(back, offsets)
         for a in ("item", "start", "end", "type"):
             np.testing.assert_array_equal(getattr(c1, a), getattr(c2, a))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_entity_features_on_the_sentences_with_entities_equal_the_whole_batch(monkeypatch, shared):
+    # build_events computes a sparse kind's features on the items that have events only;
+    # every column must equal the whole-batch computation bit for bit
+    from structcal.events import MAPEvent
+    from structcal.events import table as event_table
+
+    s = TagScheme(TAGS["BIO"], "BIO")
+    rng = np.random.default_rng(11)
+    lengths = [5, 3, 0, 6, 4, 1, 7, 5, 2, 6, 4, 3]
+    p = random_chains(rng, s.n_tags, lengths, scale=1.5, shared=shared)
+    u = p.unary.copy()
+    quiet = np.repeat(~np.isin(np.arange(len(lengths)), [3, 6, 9]), lengths)
+    u[quiet, 0] += 20.0  # O everywhere except in sentences 3, 6 and 9
+    p = ChainPotentials(u, p.offsets, p.pairwise)
+    y = rng.integers(0, s.n_tags, size=p.n_tokens)
+    kinds = [EntitySpans(s), MAPEvent()]
+
+    def table(subset_below):
+        monkeypatch.setattr(event_table, "_SUBSET_BELOW", subset_below)
+        pred = StructuredPrediction(p)
+        return build_events(pred, kinds, y_true=y, features="auto"), pred
+
+    restricted, pred = table(0.5)
+    assert set(np.unique(restricted.item[restricted.kind == 0]).tolist()) <= {3, 6, 9}
+    assert restricted.n_events > len(lengths)  # some entities
+    whole, pred_whole = table(-1.0)
+    assert "marginals" in pred_whole.computed  # (the MAP events need them on every item)
+    for field in ("kind", "item", "node", "position", "label", "X", "outcome", "raw",
+                  "members", "member_offsets", "defined"):
+        np.testing.assert_array_equal(getattr(restricted, field), getattr(whole, field))
+    assert restricted.feature_names == whole.feature_names
+    # the entity kind alone: inference ran on the three sentences only
+    monkeypatch.setattr(event_table, "_SUBSET_BELOW", 0.5)
+    pred = StructuredPrediction(p)
+    build_events(pred, [EntitySpans(s)], features="auto")
+    assert pred.computed == {"map"}

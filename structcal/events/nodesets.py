@@ -300,20 +300,17 @@ def outer_boundary(members, member_offsets, indptr, indices) -> tuple[np.ndarray
         Boundary nodes of the events laid end to end, sorted within each event.
     boundary_offsets : ndarray of shape (n_events + 1,)
     """
-    members = np.asarray(members, dtype=np.int64)
-    member_offsets = np.asarray(member_offsets, dtype=np.int64)
-    indptr = np.asarray(indptr, dtype=np.int64)
-    indices = np.asarray(indices, dtype=np.int64)
-    n_events = member_offsets.shape[0] - 1
-    n_nodes = indptr.shape[0] - 1
-    owner = np.repeat(np.arange(n_events, dtype=np.int64), np.diff(member_offsets))
-    rows, _ = ragged_rows(indptr, members)
-    nb_owner = np.repeat(owner, indptr[members + 1] - indptr[members])
-    keys = np.unique(nb_owner * n_nodes + indices[rows])
-    inside = np.isin(keys, owner * n_nodes + members, assume_unique=False)
-    keys = keys[~inside]
-    ev, node = np.divmod(keys, max(n_nodes, 1))
-    return node.astype(np.int64), offsets_from_lengths(np.bincount(ev, minlength=n_events))
+    from ._kernels import boundary
+
+    args = [np.ascontiguousarray(a, dtype=np.int64)
+            for a in (members, member_offsets, indptr, indices)]
+    n_events = args[1].shape[0] - 1
+    mark = np.full(max(args[2].shape[0] - 1, 0), -1, dtype=np.int64)
+    counts = np.empty(n_events, dtype=np.int64)
+    boundary(*args, mark, counts, np.empty(0, dtype=np.int64))
+    out = np.empty(int(counts.sum()), dtype=np.int64)
+    boundary(*args, mark, counts, out)
+    return out, offsets_from_lengths(counts)
 
 
 class NodeSetKind(EventKind):

@@ -25,11 +25,15 @@ does not, ``prod_i q_i(c) prod_{j in boundary} (1 - q_j(c))``. It is cheap (one 
 the members and their boundary), deterministic, and a lower bound on the probability of
 the event under ``q`` (an exact copy of the object matches it with IoU 1). It is known
 to be far too low for large objects with uncertain rims - which is what recalibration
-corrects. ``raw="sampled"`` estimates the event's own probability under ``q`` instead:
-the fraction of ``n_samples`` labelings drawn node by node from ``q`` in which the event
-holds (the same outcome code as for the gold labeling; costs one connected-components
-pass per sample). The per-image kinds always use that estimate. Samples from the CRF
-itself (Gibbs) would include the correlations ``q`` drops; they are not implemented.
+corrects. The two Monte Carlo estimates count the fraction of ``n_samples`` labelings in
+which the event holds (the same outcome code as for the gold labeling; one
+connected-components pass per sample): ``raw="sampled"`` draws the labelings node by node
+from ``q`` (independent pixels: the event's probability under ``q``), ``raw="gibbs"``
+from the CRF itself by Gibbs sampling (:func:`~structcal.inference.graph.gibbs_sample`,
+started at the MAP labeling, 20 burn-in sweeps, a sample every 2 sweeps), which keeps
+the correlations between neighbouring pixels that ``q`` drops. The per-image kinds
+always estimate by sampling, from ``q`` or (``raw="gibbs"``) from the CRF. Kinds with the
+same ``random_state`` (an int) and sample source share their samples.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from .._ragged import offsets_from_lengths
 from .._validation import check_float, check_int, check_option, check_random_state, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from ..features import FEATURE_GROUPS, register_feature
+from . import _kernels
 from .kinds import EventInstances, EventKind, _per_item
 from .nodesets import NodeSetKind, member_values, outer_boundary, segment_reduce
 
@@ -93,29 +98,13 @@ def label_components(labels, indptr, indices, background=0) -> tuple[np.ndarray,
     >>> label_components(np.array([1, 1, 0, 1, 2]), indptr, indices)
     (array([ 0,  0, -1,  1,  2]), 3)
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    labels = np.asarray(labels, dtype=np.int64)
-    n = labels.shape[0]
-    fg = np.flatnonzero(labels != background) if background is not None else np.arange(n)
-    component = np.full(n, -1, dtype=np.int64)
-    if fg.size == 0:
-        return component, 0
-    compact = np.full(n, -1, dtype=np.int64)
-    compact[fg] = np.arange(fg.size)
-    src, dst = _edges_from_csr(np.asarray(indptr), np.asarray(indices))
-    same = labels[src] == labels[dst]
-    if background is not None:
-        same &= labels[src] != background
-    a, b = compact[src[same]], compact[dst[same]]
-    graph = csr_matrix((np.ones(a.shape[0], np.int8), (a, b)), shape=(fg.size, fg.size))
-    n_comp, cc = connected_components(graph, directed=False)
-    # number components by their smallest node (fg is increasing)
-    _, first = np.unique(cc, return_index=True)
-    rank = np.empty(n_comp, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(n_comp)
-    component[fg] = rank[cc]
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    component = np.empty(labels.shape[0], dtype=np.int64)
+    n_comp = _kernels.components(
+        labels, np.ascontiguousarray(indptr, dtype=np.int64),
+        np.ascontiguousarray(indices, dtype=np.int64), -1 if background is None else background,
+        component, np.empty(labels.shape[0], dtype=np.int64),
+    )
     return component, int(n_comp)
 
 
@@ -148,17 +137,11 @@ def match_objects(component, n_components, gold_component, n_gold) -> tuple[np.n
     gold_best_iou : ndarray of shape (n_gold,)
         Largest IoU of each gold object with any predicted object.
     """
-    size_p = np.bincount(component[component >= 0], minlength=n_components)
-    size_g = np.bincount(gold_component[gold_component >= 0], minlength=n_gold)
-    both = (component >= 0) & (gold_component >= 0)
-    keys, inter = np.unique(component[both] * max(n_gold, 1) + gold_component[both],
-                            return_counts=True)
-    p, g = np.divmod(keys, max(n_gold, 1))
-    iou = inter / (size_p[p] + size_g[g] - inter)
-    best = np.zeros(n_components)
-    np.maximum.at(best, p, iou)
-    gold_best = np.zeros(n_gold)
-    np.maximum.at(gold_best, g, iou)
+    best = np.empty(n_components)
+    gold_best = np.empty(n_gold)
+    _kernels.match(np.ascontiguousarray(component, dtype=np.int64), int(n_components),
+                   np.ascontiguousarray(gold_component, dtype=np.int64), int(n_gold), best,
+                   gold_best)
     return best, gold_best
 
 
@@ -171,19 +154,67 @@ def _components_of(pred, labels, background, key=None):
 
 def _sample_labelings(marginals, rng):
     """One labeling drawn node by node from the rows of ``marginals``."""
-    cum = np.cumsum(marginals, axis=1)
-    u = rng.random(marginals.shape[0]) * cum[:, -1]
-    return np.minimum((cum < u[:, None]).sum(axis=1), marginals.shape[1] - 1)
+    out = np.empty(marginals.shape[0], dtype=np.int64)
+    _kernels.sample_rows(np.ascontiguousarray(marginals), rng.random(marginals.shape[0]), out)
+    return out
 
 
-def _sampled(pred, events, outcome, n_samples, random_state):
-    """Fraction of labelings drawn from the factorised marginals in which each event holds."""
-    rng = check_random_state(random_state)
-    q = pred.marginals
-    total = np.zeros(len(events))
-    for _ in range(n_samples):
-        total += outcome(_sample_labelings(q, rng))
-    return total / n_samples
+def _match(pred, background, labels):
+    """The MAP objects matched against the objects of another labeling (gold, a sample).
+
+    Returns ``(best, gold_best, gold_item, gold_per_item)``: each MAP object's best IoU
+    with an object of ``labels``, each of those objects' best IoU with a MAP object, its
+    item, and the number of objects of ``labels`` in each item.
+    """
+    component, n_comp = _components_of(pred, pred.map_labels, background,
+                                       key=("_objects", background))
+    gold, n_gold = _components_of(pred, labels, background)
+    best, gold_best = match_objects(component, n_comp, gold, n_gold)
+    gold_item = pred.item_index[_first_nodes(gold, n_gold)]
+    return best, gold_best, gold_item, np.bincount(gold_item, minlength=pred.n_items)
+
+
+#: Gibbs chains of ``raw="gibbs"``: sweeps discarded, then sweeps between samples.
+GIBBS_BURN_IN = 20
+GIBBS_THIN = 2
+
+
+def _sample_matches(pred, background, n_samples, random_state, source):
+    """:func:`_match` for each of ``n_samples`` labelings (what every sampled probability
+    of this module needs): drawn node by node from the marginals (``source="sampled"``)
+    or from the CRF by Gibbs sampling from the MAP labeling (``source="gibbs"``).
+
+    Cached on ``pred`` when ``random_state`` is an int, so that kinds with the same seed
+    and source (e.g. :class:`AllObjectsFound` and :class:`ObjectCountCorrect`) share the
+    samples.
+    """
+    def compute():
+        if source == "gibbs":
+            from ..inference.graph import _gibbs_chain
+            from ..potentials import ChainPotentials, GraphPotentials
+
+            p = pred.potentials
+            if isinstance(p, ChainPotentials):
+                p = GraphPotentials.from_chain(p)
+            draws = _gibbs_chain(p, n_samples, GIBBS_BURN_IN, GIBBS_THIN,
+                                 np.asarray(pred.map_labels, dtype=np.int64), random_state)
+        else:
+            rng = check_random_state(random_state)
+            q = pred.marginals
+            draws = (_sample_labelings(q, rng) for _ in range(n_samples))
+        return [_match(pred, background, y) for y in draws]
+
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        key = ("_sample_matches", source, background, int(n_samples), int(random_state))
+        return pred._get(key, compute)
+    return compute()
+
+
+def _first_nodes(component, n_components):
+    """The smallest node of each component."""
+    out = np.full(n_components, -1, dtype=np.int64)
+    _kernels.first_nodes(np.ascontiguousarray(component, dtype=np.int64), out)
+    return out
 
 
 def _check_common(background, iou_threshold):
@@ -206,10 +237,10 @@ class ObjectEvents(NodeSetKind):
         The label that forms no objects (None: every label does).
     iou_threshold : float, default=0.5
         In (0, 1]. At 0.5 or above a predicted object can match at most one gold object.
-    raw : {"factorised", "sampled"}, default="factorised"
+    raw : {"factorised", "sampled", "gibbs"}, default="factorised"
         The raw model probability (see the module docstring).
     n_samples : int, default=32
-        Samples of ``raw="sampled"``.
+        Samples of ``raw="sampled"`` and ``raw="gibbs"``.
     random_state : int, Generator or None, default=0
         Seed of the samples.
     class_names : sequence of str, optional
@@ -232,7 +263,7 @@ class ObjectEvents(NodeSetKind):
     def __init__(self, *, background=0, iou_threshold=0.5, raw="factorised", n_samples=32,
                  random_state=0, class_names=None, name="object"):
         self.background, self.iou_threshold = _check_common(background, iou_threshold)
-        self.raw = check_option(raw, "raw", ("factorised", "sampled"))
+        self.raw = check_option(raw, "raw", ("factorised", "sampled", "gibbs"))
         self.n_samples = check_int(n_samples, "n_samples", low=1)
         self.random_state = random_state
         self.class_names = None if class_names is None else tuple(str(c) for c in class_names)
@@ -261,11 +292,10 @@ class ObjectEvents(NodeSetKind):
 
     def best_iou(self, pred, events, labels) -> np.ndarray:
         """Largest IoU of each event's object with an object of ``labels`` (e.g. gold)."""
-        component, n_comp = self._map_components(pred)
+        _, n_comp = self._map_components(pred)
         if len(events) != n_comp:
             raise ParameterError("`events` are not this kind's events of `pred`")
-        gold, n_gold = _components_of(pred, labels, self.background)
-        return match_objects(component, n_comp, gold, n_gold)[0]
+        return _match(pred, self.background, labels)[0]
 
     def outcomes(self, pred, events, y_true):
         """Whether each object matches an object of ``y_true`` at IoU >= the threshold."""
@@ -277,9 +307,10 @@ class ObjectEvents(NodeSetKind):
 
     def probabilities(self, pred, events):
         """Raw probability of each object event (see the module docstring)."""
-        if self.raw == "sampled":
-            return _sampled(pred, events, lambda y: self.outcomes(pred, events, y),
-                            self.n_samples, self.random_state)
+        if self.raw != "factorised":
+            matches = _sample_matches(pred, self.background, self.n_samples, self.random_state,
+                                      self.raw)
+            return np.mean([m[0] >= self.iou_threshold for m in matches], axis=0).reshape(-1)
         q = pred.marginals
         indptr, indices = pred.neighbors()
         boundary, b_off = outer_boundary(events.members, events.member_offsets, indptr, indices)
@@ -301,8 +332,10 @@ class _ImageObjectKind(EventKind, metaclass=ABCMeta):
     scope = "item"
     contains_map = True
 
-    def __init__(self, *, background=0, iou_threshold=0.5, n_samples=32, random_state=0, name):
+    def __init__(self, *, background=0, iou_threshold=0.5, raw="sampled", n_samples=32,
+                 random_state=0, name):
         self.background, self.iou_threshold = _check_common(background, iou_threshold)
+        self.raw = check_option(raw, "raw", ("sampled", "gibbs"))
         self.n_samples = check_int(n_samples, "n_samples", low=1)
         self.random_state = random_state
         self.name = str(name)
@@ -316,50 +349,46 @@ class _ImageObjectKind(EventKind, metaclass=ABCMeta):
         return _per_item(pred)
 
     @abstractmethod
-    def _holds(self, pred, gold, n_gold, component, n_comp):
-        """Whether the event holds in each image, given gold and predicted components."""
+    def _holds(self, pred, match):
+        """Whether the event holds in each image, given the :func:`_match` of the MAP
+        objects with the objects of the true labeling."""
 
     def outcomes(self, pred, events, y_true):
-        component, n_comp = _components_of(pred, pred.map_labels, self.background,
-                                           key=("_objects", self.background))
-        gold, n_gold = _components_of(pred, y_true, self.background)
-        return self._holds(pred, gold, n_gold, component, n_comp)[events.item]
+        return self._holds(pred, _match(pred, self.background, y_true))[events.item]
 
     def map_in_event(self, pred, events):
         return np.ones(len(events), dtype=bool)
 
     def probabilities(self, pred, events):
-        return _sampled(pred, events, lambda y: self.outcomes(pred, events, y),
-                        self.n_samples, self.random_state)
+        matches = _sample_matches(pred, self.background, self.n_samples, self.random_state,
+                                  self.raw)
+        return np.mean([self._holds(pred, m)[events.item] for m in matches], axis=0).reshape(-1)
 
     def __repr__(self):
-        return f"{type(self).__name__}(background={self.background})"
+        return f"{type(self).__name__}(background={self.background}, raw={self.raw!r})"
 
 
 def _objects_per_item(pred, component, n_comp):
-    first = np.flatnonzero(component >= 0)
-    _, idx = np.unique(component[first], return_index=True)
-    return np.bincount(pred.item_index[first[idx]], minlength=pred.n_items)
+    return np.bincount(pred.item_index[_first_nodes(component, n_comp)], minlength=pred.n_items)
 
 
 class AllObjectsFound(_ImageObjectKind):
     """Per image: "every gold object is matched by a predicted object with IoU >= threshold".
 
     Holds vacuously for an image without gold objects. Parameters as
-    :class:`ObjectEvents` (``name`` defaults to ``"all_found"``); the raw probability is
-    the sampled estimate under the factorised marginals.
+    :class:`ObjectEvents` (``name`` defaults to ``"all_found"``), except ``raw``: the raw
+    probability is the fraction of sampled labelings in which the event holds, labelings
+    drawn node by node from the marginals (``raw="sampled"``, the default) or from the
+    CRF by Gibbs sampling (``raw="gibbs"``).
     """
 
-    def __init__(self, *, background=0, iou_threshold=0.5, n_samples=32, random_state=0,
-                 name="all_found"):
-        super().__init__(background=background, iou_threshold=iou_threshold,
+    def __init__(self, *, background=0, iou_threshold=0.5, raw="sampled", n_samples=32,
+                 random_state=0, name="all_found"):
+        super().__init__(background=background, iou_threshold=iou_threshold, raw=raw,
                          n_samples=n_samples, random_state=random_state, name=name)
 
-    def _holds(self, pred, gold, n_gold, component, n_comp):
-        _, gold_best = match_objects(component, n_comp, gold, n_gold)
-        first = np.flatnonzero(gold >= 0)
-        _, idx = np.unique(gold[first], return_index=True)
-        gold_item = pred.item_index[first[idx]]
+    def _holds(self, pred, match):
+        _, gold_best, gold_item, _ = match
         missed = np.bincount(gold_item, weights=gold_best < self.iou_threshold,
                              minlength=pred.n_items)
         return missed == 0
@@ -373,12 +402,15 @@ class ObjectCountCorrect(_ImageObjectKind):
     ``"count"``).
     """
 
-    def __init__(self, *, background=0, n_samples=32, random_state=0, name="count"):
-        super().__init__(background=background, n_samples=n_samples,
+    def __init__(self, *, background=0, raw="sampled", n_samples=32, random_state=0,
+                 name="count"):
+        super().__init__(background=background, raw=raw, n_samples=n_samples,
                          random_state=random_state, name=name)
 
-    def _holds(self, pred, gold, n_gold, component, n_comp):
-        return _objects_per_item(pred, component, n_comp) == _objects_per_item(pred, gold, n_gold)
+    def _holds(self, pred, match):
+        component, n_comp = _components_of(pred, pred.map_labels, self.background,
+                                           key=("_objects", self.background))
+        return _objects_per_item(pred, component, n_comp) == match[3]
 
 
 def object_table(pred, kind: ObjectEvents | None = None) -> dict:
@@ -446,19 +478,13 @@ def _object_eccentricity(ctx):
 @register_feature("object_solidity", scope="object", requires=["node_coords"],
                   description="pixels / area of the convex hull of the object's pixel squares")
 def _object_solidity(ctx):
-    from scipy.spatial import ConvexHull
-
     xy = np.asarray(_node_data(ctx, "coords", "object_solidity"), dtype=np.float64)
     ev = ctx.events
-    corners = np.array([[-0.5, -0.5], [-0.5, 0.5], [0.5, -0.5], [0.5, 0.5]])
-    out = np.ones(len(ev))
-    for e in range(len(ev)):
-        pts = xy[ev.members[ev.member_offsets[e]:ev.member_offsets[e + 1]]]
-        if pts.shape[0] == 1:
-            continue
-        hull = ConvexHull((pts[:, None, :] + corners[None]).reshape(-1, 2))
-        out[e] = pts.shape[0] / hull.volume  # in 2-d, "volume" is the area
-    return out
+    area = np.empty(len(ev))
+    _kernels.pixel_hull_areas(np.ascontiguousarray(xy[ev.members, 0]),
+                              np.ascontiguousarray(xy[ev.members, 1]),
+                              np.ascontiguousarray(ev.member_offsets, dtype=np.int64), area)
+    return np.diff(ev.member_offsets) / area
 
 
 @register_feature("object_boundary_marginal", scope="object", needs=["marginals"],

@@ -315,6 +315,35 @@ def _feature_plan(kinds, features, pred, lexicon):
     return plans
 
 
+#: ``build_events`` computes a kind's features on the items that have events when they are
+#: at most this fraction of the batch (entity spans: the sentences with a predicted entity)
+_SUBSET_BELOW = 0.5
+
+
+def _on_event_items(pred, events, y_true):
+    """The prediction, events and true labels restricted to the items that have events.
+
+    Kinds such as entity spans have events on few items; their features, outcomes and
+    probabilities then need inference on those items only. Done only when the
+    prediction's items are independent (chains: an item's inference results do not depend
+    on the rest of the batch), so every value equals the one on the whole batch; the
+    results computed so far (the MAP, at least) are carried over.
+    """
+    if not pred.independent_items or pred.n_items == 0:
+        return pred, events, y_true
+    items = np.flatnonzero(np.bincount(events.item, minlength=pred.n_items))
+    if items.shape[0] > _SUBSET_BELOW * pred.n_items:
+        return pred, events, y_true
+    sub = pred.subset(items, keep_computed=True)
+    item = np.searchsorted(items, events.item)
+    shift = sub.item_offsets[:-1] - pred.item_offsets[:-1][items]  # node index change per item
+    moved = {"item": item, "node": np.where(events.node >= 0, events.node + shift[item], -1)}
+    if events.members is not None:
+        moved["members"] = events.members + shift[item][events.member_event]
+    y = None if y_true is None else y_true[ragged_rows(pred.item_offsets, items)[0]]
+    return sub, replace(events, **moved), y
+
+
 def build_events(
     pred,
     kinds,
@@ -402,7 +431,9 @@ def build_events(
     columns: list[str] = []
     for k, (kind, plan) in enumerate(zip(kinds, plans)):
         events = kind.instances(pred)
-        ctx = _features.FeatureContext(pred, kind, events, lexicon, label_set, label_names)
+        # features, outcomes and probabilities on the items that have events (same values)
+        kpred, kevents, ky = _on_event_items(pred, events, y_true)
+        ctx = _features.FeatureContext(kpred, kind, kevents, lexicon, label_set, label_names)
         values, names_k = [], []
         for f in plan:
             v = np.asarray(f.func(ctx), dtype=np.float64)
@@ -426,14 +457,14 @@ def build_events(
         for c in names_k:
             if c not in columns:
                 columns.append(c)
-        blocks.append((kind, events, ctx, np.hstack(values) if values else np.zeros((len(events), 0)), names_k))
+        blocks.append((kind, events, ctx, ky, np.hstack(values) if values else np.zeros((len(events), 0)), names_k))
 
     n_total = sum(len(b[1]) for b in blocks)
     X = np.zeros((n_total, len(columns)))
     defined = np.zeros((len(kinds), len(columns)), dtype=bool)
     parts = {key: [] for key in ("kind", "item", "node", "label", "outcome", "raw", "members", "sizes")}
     row = 0
-    for k, (kind, events, ctx, values, names_k) in enumerate(blocks):
+    for k, (kind, events, ctx, ky, values, names_k) in enumerate(blocks):
         n = len(events)
         idx = [columns.index(c) for c in names_k]
         X[row : row + n, idx] = values
@@ -448,9 +479,9 @@ def build_events(
         else:
             parts["sizes"].append(np.zeros(n, dtype=np.int64))
         if y_true is not None:
-            parts["outcome"].append(np.asarray(kind.outcomes(pred, events, y_true), dtype=bool))
+            parts["outcome"].append(np.asarray(kind.outcomes(ctx.pred, ctx.events, ky), dtype=bool))
         if raw and kind.has_probability_for(pred):
-            parts["raw"].append(np.asarray(ctx.memo("raw", lambda: kind.probabilities(pred, events)), dtype=np.float64))
+            parts["raw"].append(np.asarray(ctx.memo("raw", lambda: kind.probabilities(ctx.pred, ctx.events)), dtype=np.float64))
         elif raw:  # no model probability for this kind on these potentials
             parts["raw"].append(np.full(n, np.nan))
         row += n

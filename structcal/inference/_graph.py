@@ -34,8 +34,8 @@ import math
 
 import numpy as np
 
-from .._numba import exp_nonpositive, kernel, parallel_kernel, prange
-from .._simd import LANES, vhmax, vload, vsplat, vstore, vsum
+from .._numba import batch_kernel, exp_nonpositive, kernel, parallel_kernel, prange
+from .._simd import data_pointer
 from ._chain import _logsumexp_row
 
 _TINY = 1e-200
@@ -62,33 +62,45 @@ def _pair(kind, pw, emat, potts, e, a, b):
 
 
 @kernel
-def _add_pair_row(kind, pw, pwT, emat, potts, e, r, yb, out):
-    """Add ``psi(a, yb)`` to ``out[a]`` for every ``a``.
+def _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels):
+    """The data pointers of the model, structure and labels, as one tuple ``P``.
+
+    Helpers called once per node take ``P`` rather than the arrays: an array passed to a
+    Numba function is reference-counted at every call (atomic operations that cost more
+    than the helper's own work), a pointer is a plain value. The arrays must outlive
+    ``P``.
+    """
+    return (data_pointer(unary), data_pointer(pw), data_pointer(pwT), data_pointer(emat),
+            data_pointer(potts), data_pointer(indptr), data_pointer(nbr), data_pointer(eid),
+            data_pointer(rev), data_pointer(labels))
+
+
+@kernel
+def _add_pair_row(kind, K, P, e, r, yb, out):
+    """Add ``psi(a, yb)`` to ``out[a]`` for every ``a`` (``out`` a pointer, ``P`` from
+    :func:`_pointers`).
 
     The pairwise score of edge ``e`` seen from a node (label ``a``) whose neighbour has
     label ``yb``; ``r`` is the slot's ``rev``.
     """
-    K = out.shape[0]
     if kind == KIND_POTTS:
-        out[yb] += potts[e]
-    elif r:
-        m = emat[e]
-        for a in range(K):
-            out[a] += pw[m, yb, a]
+        out[yb] += P[4][e]
     else:
-        m = emat[e]
+        base = (P[3][e] * K + yb) * K
+        X = P[1] if r else P[2]
         for a in range(K):
-            out[a] += pwT[m, yb, a]
+            out[a] += X[base + a]
 
 
 @kernel
-def _conditional_logits(i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, out):
-    """``out[a] = unary[i, a] + sum_j psi_ij(a, labels[j])`` over the neighbours of ``i``."""
-    K = unary.shape[1]
+def _conditional_logits(i, kind, K, P, out):
+    """``out[a] = unary[i, a] + sum_j psi_ij(a, labels[j])`` over the neighbours of ``i``
+    (``out`` a pointer, ``P`` from :func:`_pointers`)."""
+    unary, indptr, nbr, eid, rev, labels = P[0], P[5], P[6], P[7], P[8], P[9]
     for a in range(K):
-        out[a] = unary[i, a]
+        out[a] = unary[i * K + a]
     for k in range(indptr[i], indptr[i + 1]):
-        _add_pair_row(kind, pw, pwT, emat, potts, eid[k], rev[k], labels[nbr[k]], out)
+        _add_pair_row(kind, K, P, eid[k], rev[k], labels[nbr[k]], out)
 
 
 @kernel
@@ -190,14 +202,14 @@ def _icm_graph(
     whether the last one changed nothing.
     """
     K = unary.shape[1]
+    P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+    T = data_pointer(tmp)
     sweeps = 0
     while sweeps < max_iter:
         sweeps += 1
         changed = False
         for i in range(n0, n1):
-            _conditional_logits(
-                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
-            )
+            _conditional_logits(i, kind, K, P, T)
             best = labels[i]
             bv = tmp[best]
             for a in range(K):
@@ -265,10 +277,10 @@ def conditional_logits_batch(
     K = unary.shape[1]
     for g in prange(n_graphs):
         tmp = np.empty(K)
+        P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+        T = data_pointer(tmp)
         for i in range(offsets[g], offsets[g + 1]):
-            _conditional_logits(
-                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
-            )
+            _conditional_logits(i, kind, K, P, T)
             for a in range(K):
                 out[i, a] = tmp[a]
 
@@ -300,13 +312,13 @@ def second_best_batch(
     K = unary.shape[1]
     for g in prange(n_graphs):
         tmp = np.empty(K)
+        P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+        T = data_pointer(tmp)
         best = _NEG_INF
         bn = -1
         bl = -1
         for i in range(offsets[g], offsets[g + 1]):
-            _conditional_logits(
-                i, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, tmp
-            )
+            _conditional_logits(i, kind, K, P, T)
             cur = tmp[labels[i]]
             for a in range(K):
                 if a == labels[i] or tmp[a] == _NEG_INF:
@@ -391,9 +403,13 @@ def _mf_field(
         j = nbr[k]
         if kind == KIND_POTTS:
             w = potts[eid[k]]
-            for a in range(K):
-                if q[j, a] > 0.0:
+            if finite:
+                for a in range(K):
                     field[a] += w * q[j, a]
+            else:  # a -inf weight meets only labels of probability 0 (0 * -inf = NaN)
+                for a in range(K):
+                    if q[j, a] > 0.0:
+                        field[a] += w * q[j, a]
         elif shared:
             if rev[k]:
                 for a in range(K):
@@ -424,6 +440,56 @@ def _mf_project(j, finite, pw, pwT, q, PF, PR):
 
 
 @kernel
+def _mf_softmax(x):
+    """Turn the field ``x`` into ``softmax(x)`` in place; False if every entry is ``-inf``.
+
+    Two labels: ``p_1 = sigmoid(x_1 - x_0)`` (one exponential, of ``-|x_1 - x_0|``);
+    more: ``exp(x - max) / sum``. The exponentials are
+    :func:`~structcal._numba.exp_nonpositive`, so that the vectorised grid kernels
+    (:mod:`structcal.inference._grid`) reproduce these values bit for bit.
+    """
+    K = x.shape[0]
+    if K == 2:
+        if x[0] == _NEG_INF and x[1] == _NEG_INF:
+            return False
+        d = x[1] - x[0]
+        e = exp_nonpositive(min(d, -d))
+        big = 1.0 / (e + 1.0)
+        small = e * big
+        x[0] = small if d >= 0.0 else big
+        x[1] = big if d >= 0.0 else small
+        return True
+    mx = x[0]
+    for a in range(1, K):
+        mx = max(x[a], mx)
+    if mx == _NEG_INF:
+        return False
+    total = 0.0
+    for a in range(K):
+        e = exp_nonpositive(x[a] - mx)
+        x[a] = e
+        total = total + e
+    inv = 1.0 / total
+    for a in range(K):
+        x[a] = x[a] * inv
+    return True
+
+
+@kernel
+def softmax_rows(unary, q):
+    """``q[i] = softmax(unary[i])`` for every row (as :func:`_mf_softmax`); rows of -inf
+    are left as NaN for the caller to refuse."""
+    n, K = unary.shape
+    x = np.empty(K)
+    for i in range(n):
+        for a in range(K):
+            x[a] = unary[i, a]
+        ok = _mf_softmax(x)
+        for a in range(K):
+            q[i, a] = x[a] if ok else np.nan
+
+
+@kernel
 def _mean_field_graph(
     n0,
     n1,
@@ -438,6 +504,7 @@ def _mean_field_graph(
     nbr,
     eid,
     rev,
+    order,
     sequential,
     damping,
     tol,
@@ -450,80 +517,64 @@ def _mean_field_graph(
 ):
     """Mean field on nodes ``n0:n1`` from the distributions already in ``q``.
 
-    Returns ``(n_iter, delta, status)``: sweeps made, the last sweep's largest change
-    ``|softmax(field) - q|`` (the fixed-point residual, before damping) and the status.
+    Sequential: the nodes ``order[n0:n1]`` one at a time, each seeing its neighbours'
+    latest ``q``; synchronous: every node from the previous sweep. Returns ``(n_iter,
+    delta, status)``: sweeps made, the last sweep's largest change ``|softmax(field) -
+    q|`` (the fixed-point residual, before damping) and the status.
     """
     K = unary.shape[1]
     shared = kind == KIND_MATRIX and pw.shape[0] == 1
     if shared:
         for j in range(n0, n1):
             _mf_project(j, finite, pw, pwT, q, PF, PR)
+    keep = 1.0 - damping
     delta = 0.0
     it = 0
     while it < max_iter:
         it += 1
         delta = 0.0
-        if sequential:
-            for i in range(n0, n1):
-                _mf_field(
-                    i,
-                    True,
-                    shared,
-                    finite,
-                    unary,
-                    kind,
-                    pw,
-                    pwT,
-                    emat,
-                    potts,
-                    indptr,
-                    nbr,
-                    eid,
-                    rev,
-                    q,
-                    PF,
-                    PR,
-                    field,
-                )
-                if not _softmax_into(field, qnew, i):
-                    return it, np.inf, STATUS_INFEASIBLE
+        for idx in range(n0, n1):
+            i = order[idx]
+            _mf_field(
+                i,
+                True,
+                shared,
+                finite,
+                unary,
+                kind,
+                pw,
+                pwT,
+                emat,
+                potts,
+                indptr,
+                nbr,
+                eid,
+                rev,
+                q,
+                PF,
+                PR,
+                field,
+            )
+            if not _mf_softmax(field):
+                return it, np.inf, STATUS_INFEASIBLE
+            if sequential:
                 for a in range(K):
-                    d = abs(qnew[i, a] - q[i, a])
+                    d = abs(field[a] - q[i, a])
                     if d > delta:
                         delta = d
-                    q[i, a] = (1.0 - damping) * qnew[i, a] + damping * q[i, a]
+                    q[i, a] = keep * field[a] + damping * q[i, a]
                 if shared:
                     _mf_project(i, finite, pw, pwT, q, PF, PR)
-        else:
-            for i in range(n0, n1):
-                _mf_field(
-                    i,
-                    True,
-                    shared,
-                    finite,
-                    unary,
-                    kind,
-                    pw,
-                    pwT,
-                    emat,
-                    potts,
-                    indptr,
-                    nbr,
-                    eid,
-                    rev,
-                    q,
-                    PF,
-                    PR,
-                    field,
-                )
-                if not _softmax_into(field, qnew, i):
-                    return it, np.inf, STATUS_INFEASIBLE
+            else:
+                for a in range(K):
+                    qnew[i, a] = field[a]
+        if not sequential:
             for i in range(n0, n1):
                 for a in range(K):
                     d = abs(qnew[i, a] - q[i, a])
                     if d > delta:
                         delta = d
-                    q[i, a] = (1.0 - damping) * qnew[i, a] + damping * q[i, a]
+                    q[i, a] = keep * qnew[i, a] + damping * q[i, a]
             if shared:
                 for j in range(n0, n1):
                     _mf_project(j, finite, pw, pwT, q, PF, PR)
@@ -589,239 +640,95 @@ def mean_field_batch(
     nbr,
     eid,
     rev,
+    order,
     sequential,
     damping,
     tol,
     max_iter,
-    do_elbo,
     q,
     qnew,
-    Q,
-    Qnew,
     PF,
     PR,
     n_iter,
     delta,
     status,
-    elbo,
 ):
     """Run mean field on every graph (``prange`` over graphs).
 
-    ``q`` holds the initial distributions and receives the result. Finite Potts weights
-    with more than two labels take the padded fast path: ``Q`` then holds ``q`` with rows
-    padded with zeros to a multiple of 4 (flat), ``Qnew`` the same scratch for the
-    synchronous schedule (empty otherwise), and the result is copied back into ``q``;
-    otherwise both are unused.
+    ``q`` holds the initial distributions and receives the result; ``order`` is the
+    sequential visiting order of the nodes (a permutation within each graph).
     """
     n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
-    Kp = ((K + LANES - 1) // LANES) * LANES
     for g in prange(n_graphs):
         field = np.empty(K)
-        fieldp = np.empty(Kp)
-        n0 = offsets[g]
-        n1 = offsets[g + 1]
-        if kind == KIND_POTTS and finite and K >= 2:
-            it, d, st = _mean_field_potts_graph(
-                n0, n1, unary, potts, indptr, nbr, eid, sequential, damping, tol, max_iter,
-                q, qnew, Q, Qnew, fieldp,
-            )
-            if K > 2:
-                for i in range(n0, n1):
-                    for a in range(K):
-                        q[i, a] = Q[i * Kp + a]
-        else:
-            it, d, st = _mean_field_graph(
-                n0,
-                n1,
-                finite,
-                unary,
-                kind,
-                pw,
-                pwT,
-                emat,
-                potts,
-                indptr,
-                nbr,
-                eid,
-                rev,
-                sequential,
-                damping,
-                tol,
-                max_iter,
-                q,
-                qnew,
-                PF,
-                PR,
-                field,
-            )
+        it, d, st = _mean_field_graph(
+            offsets[g],
+            offsets[g + 1],
+            finite,
+            unary,
+            kind,
+            pw,
+            pwT,
+            emat,
+            potts,
+            indptr,
+            nbr,
+            eid,
+            rev,
+            order,
+            sequential,
+            damping,
+            tol,
+            max_iter,
+            q,
+            qnew,
+            PF,
+            PR,
+            field,
+        )
         n_iter[g] = it
         delta[g] = d
         status[g] = st
-        if do_elbo and st == STATUS_OK:
-            elbo[g] = _mf_elbo(
-                n0,
-                n1,
-                finite,
-                unary,
-                kind,
-                pw,
-                pwT,
-                emat,
-                potts,
-                indptr,
-                nbr,
-                eid,
-                rev,
-                q,
-                PF,
-                PR,
-                field,
-            )
 
 
-@kernel
-def _max_row(x):
-    """``max(x)`` with four independent running maxima (a short dependency chain)."""
-    K = x.shape[0]
-    m0 = m1 = m2 = m3 = _NEG_INF
-    a = 0
-    while a + 4 <= K:
-        m0 = max(m0, x[a])
-        m1 = max(m1, x[a + 1])
-        m2 = max(m2, x[a + 2])
-        m3 = max(m3, x[a + 3])
-        a += 4
-    while a < K:
-        m0 = max(m0, x[a])
-        a += 1
-    return max(max(m0, m1), max(m2, m3))
-
-
-@kernel
-def _sum_row(x):
-    """``sum(x)`` with four independent partial sums."""
-    K = x.shape[0]
-    s0 = s1 = s2 = s3 = 0.0
-    a = 0
-    while a + 4 <= K:
-        s0 += x[a]
-        s1 += x[a + 1]
-        s2 += x[a + 2]
-        s3 += x[a + 3]
-        a += 4
-    while a < K:
-        s0 += x[a]
-        a += 1
-    return (s0 + s1) + (s2 + s3)
-
-
-@kernel
-def _mean_field_potts_graph(
-    n0, n1, unary, potts, indptr, nbr, eid, sequential, damping, tol, max_iter, q, qnew, Q, Qnew,
-    field,
+@batch_kernel
+def mean_field_elbo_batch(
+    offsets, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, elbo
 ):
-    """Mean field on nodes ``n0:n1`` for *finite* Potts weights (the image-CRF fast path).
-
-    The same updates as :func:`_mean_field_graph` with ``kind == KIND_POTTS``, written so
-    that every loop over labels is branch-free and vectorises: without ``-inf`` weights no
-    ``0 * -inf`` can arise, so the ``q > 0`` guard is not needed, and the exponentials use
-    :func:`~structcal._numba.exp_nonpositive` (their arguments are ``field - max``).
-    Two labels update ``q_i(1) = sigmoid(field_1 - field_0)`` in ``q`` / ``qnew`` directly.
-    More labels work on ``Q`` (and ``Qnew``), flat copies of ``q`` with rows padded to
-    ``Kp``, a multiple of 4 lanes, with zeros (so every row is whole :data:`f64x4`
-    vectors); ``field`` has ``Kp`` entries.
-    Returns ``(n_iter, delta, status)`` like :func:`_mean_field_graph`.
-    """
+    """The mean-field lower bound of every graph at ``q`` (``prange`` over graphs)."""
+    n_graphs = offsets.shape[0] - 1
     K = unary.shape[1]
-    Kp = field.shape[0]
-    keep = 1.0 - damping
-    delta = 0.0
-    it = 0
-    while it < max_iter:
-        it += 1
-        delta = 0.0
-        for i in range(n0, n1):
-            if K == 2:
-                # two labels: q_i(1) = sigmoid(d) with d the difference of the two fields
-                u0 = unary[i, 0]
-                u1 = unary[i, 1]
-                if u0 == _NEG_INF and u1 == _NEG_INF:
-                    return it, np.inf, STATUS_INFEASIBLE
-                d = u1 - u0
-                for k in range(indptr[i], indptr[i + 1]):
-                    j = nbr[k]
-                    d += potts[eid[k]] * (q[j, 1] - q[j, 0])
-                e = exp_nonpositive(-abs(d))
-                big = 1.0 / (1.0 + e)
-                small = e * big
-                v1 = big if d >= 0.0 else small
-                v0 = small if d >= 0.0 else big
-                if sequential:
-                    delta = max(delta, abs(v1 - q[i, 1]))
-                    q[i, 0] = keep * v0 + damping * q[i, 0]
-                    q[i, 1] = keep * v1 + damping * q[i, 1]
-                else:
-                    qnew[i, 0] = v0
-                    qnew[i, 1] = v1
-                continue
-            # field[0:K] = unary[i]; padding lanes -inf (their exponentials are 0)
-            u0 = i * K
-            a = 0
-            while a + LANES <= K:
-                vstore(field, a, vload(unary, u0 + a))
-                a += LANES
-            while a < K:
-                field[a] = unary[i, a]
-                a += 1
-            while a < Kp:
-                field[a] = _NEG_INF
-                a += 1
-            for k in range(indptr[i], indptr[i + 1]):
-                w = potts[eid[k]]
-                r = nbr[k] * Kp
-                for t in range(0, Kp, LANES):
-                    vstore(field, t, vload(field, t) + vload(Q, r + t) * w)
-            acc = vsplat(_NEG_INF)
-            for t in range(0, Kp, LANES):
-                acc = max(acc, vload(field, t))
-            mx = vhmax(acc)
-            if mx == _NEG_INF:
-                return it, np.inf, STATUS_INFEASIBLE
-            acc = vsplat(0.0)
-            for t in range(0, Kp, LANES):
-                v = exp_nonpositive(vload(field, t) - mx)
-                vstore(field, t, v)
-                acc = acc + v
-            inv = 1.0 / vsum(acc)
-            r = i * Kp
-            if sequential:
-                acc = vsplat(0.0)
-                for t in range(0, Kp, LANES):
-                    v = vload(field, t) * inv
-                    old = vload(Q, r + t)
-                    diff = v - old
-                    acc = max(acc, max(diff, diff * -1.0))
-                    vstore(Q, r + t, v * keep + old * damping)
-                delta = max(delta, vhmax(acc))
-            else:
-                for t in range(0, Kp, LANES):
-                    vstore(Qnew, r + t, vload(field, t) * inv)
-        if not sequential:
-            for i in range(n0, n1):
-                if K == 2:
-                    for a in range(2):
-                        v = qnew[i, a]
-                        delta = max(delta, abs(v - q[i, a]))
-                        q[i, a] = keep * v + damping * q[i, a]
-                else:
-                    for a in range(i * Kp, (i + 1) * Kp):
-                        v = Qnew[a]
-                        delta = max(delta, abs(v - Q[a]))
-                        Q[a] = keep * v + damping * Q[a]
-        if delta <= tol:
-            break
-    return it, delta, STATUS_OK
+    for g in prange(n_graphs):
+        field = np.empty(K)
+        elbo[g] = _mf_elbo(
+            offsets[g], offsets[g + 1], finite, unary, kind, pw, pwT, emat, potts, indptr, nbr,
+            eid, rev, q, PF, PR, field,
+        )
+
+
+@kernel
+def greedy_colours(n_nodes, indptr, nbr, colour):
+    """Colour the nodes greedily in index order: each takes the smallest colour that no
+    lower-numbered neighbour has. Returns the number of colours used.
+
+    On a 4-connected grid (row-major pixels) this is the checkerboard ``(r + c) % 2``; on
+    an 8-connected one ``2 (r % 2) + c % 2``.
+    """
+    n_colours = 0
+    used = np.full(max(1, indptr.shape[0]), -1, dtype=np.int64)
+    for i in range(n_nodes):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = nbr[k]
+            if j < i:
+                used[colour[j]] = i
+        c = 0
+        while used[c] == i:
+            c += 1
+        colour[i] = c
+        if c + 1 > n_colours:
+            n_colours = c + 1
+    return n_colours
 
 
 # --------------------------------------------------------------------------- belief propagation
@@ -1213,6 +1120,8 @@ def _decode(
     (n1 - n0,) scratch. Returns False if some node has no feasible label.
     """
     K = unary.shape[1]
+    P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+    T = data_pointer(tmp)
     for j in range(n1 - n0):
         decided[j] = False
     ok = True
@@ -1223,7 +1132,7 @@ def _decode(
         for k in range(indptr[j], indptr[j + 1]):
             i = nbr[k]
             if decided[i - n0]:
-                _add_pair_row(kind, pw, pwT, emat, potts, eid[k], rev[k], labels[i], tmp)
+                _add_pair_row(kind, K, P, eid[k], rev[k], labels[i], T)
             else:
                 for a in range(K):
                     tmp[a] += msg[k, a]
@@ -1273,6 +1182,8 @@ def _trws_pass(
     ahead. Returns the largest change of a log-message entry.
     """
     K = unary.shape[1]
+    P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+    T = data_pointer(tmp)
     change = 0.0
     for step in range(n1 - n0):
         i = n0 + step if forward else n1 - 1 - step
@@ -1283,7 +1194,7 @@ def _trws_pass(
         for k in range(indptr[i], indptr[i + 1]):
             j = nbr[k]
             if (j < i) == forward:
-                _add_pair_row(kind, pw, pwT, emat, potts, eid[k], rev[k], labels[j], tmp)
+                _add_pair_row(kind, K, P, eid[k], rev[k], labels[j], T)
             else:
                 for a in range(K):
                     tmp[a] += msg[k, a]
@@ -1422,18 +1333,30 @@ def trws_batch(
                 )
                 if dd > d:
                     d = dd
-                sc = _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels)
-                if sc > best or (it == 1 and direction == 0):
-                    if sc > best:
-                        stale = 0
-                    best = sc
-                    for i in range(n0, n1):
-                        best_labels[i] = labels[i]
+                best, stale = _keep_best(it == 1 and direction == 0, n0, n1, e0, e1, unary,
+                                         edges, kind, pw, emat, potts, labels, best_labels, best,
+                                         stale)
             if d <= tol or stale >= patience:
                 break
         n_iter[g] = it
         delta[g] = d
         scores[g] = best
+
+
+@kernel
+def _keep_best(first, n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels, best_labels,
+               best, stale):
+    """After a TRW-S pass: keep ``labels`` in ``best_labels`` if they score higher than
+    ``best`` (always after the first pass); ``stale`` counts iterations without
+    improvement. Returns the new ``(best, stale)``."""
+    sc = _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels)
+    if sc > best or first:
+        if sc > best:
+            stale = 0
+        best = sc
+        for i in range(n0, n1):
+            best_labels[i] = labels[i]
+    return best, stale
 
 
 @kernel
@@ -1672,3 +1595,68 @@ def bp_batch(
                 potts,
                 labels,
             )
+
+
+# --------------------------------------------------------------------------- Gibbs sampling
+
+
+@kernel
+def _uniform(seed, counter):
+    """A uniform number in [0, 1) from ``(seed, counter)``: splitmix64's output function.
+
+    Counter-based, so a node's draw at a sweep does not depend on the order in which the
+    nodes (or the graphs of a batch, or the threads) are processed.
+    """
+    z = np.uint64(seed) + np.uint64(counter) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@batch_kernel
+def gibbs_batch(offsets, order, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
+                labels, seed, sweep0, n_sweeps, status):
+    """Run ``n_sweeps`` Gibbs sweeps on every graph (``prange`` over graphs), in place.
+
+    A sweep visits the nodes in ``order`` (colour class by colour class); each node draws
+    its label from its conditional distribution given its neighbours' current labels,
+    ``softmax(unary_i + sum_j psi_ij(., labels_j))``, with the uniform
+    ``_uniform(seed, sweep * n_nodes + i)`` (sweeps numbered from ``sweep0``): the first
+    label whose cumulative weight exceeds ``u`` times the total. ``status[g]`` is set to
+    infeasible if some node had no allowed label (it keeps its label).
+    """
+    n_graphs = offsets.shape[0] - 1
+    n, K = unary.shape
+    for g in prange(n_graphs):
+        tmp = np.empty(K)
+        P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
+        T = data_pointer(tmp)
+        for s in range(n_sweeps):
+            base = (sweep0 + s) * n
+            for idx in range(offsets[g], offsets[g + 1]):
+                i = order[idx]
+                _conditional_logits(i, kind, K, P, T)
+                mx = _NEG_INF
+                for a in range(K):
+                    mx = max(mx, tmp[a])
+                if mx == _NEG_INF:
+                    status[g] = STATUS_INFEASIBLE
+                    continue
+                total = 0.0
+                last = 0
+                for a in range(K):
+                    v = exp_nonpositive(tmp[a] - mx)
+                    tmp[a] = v
+                    total += v
+                    if v > 0.0:
+                        last = a
+                t = _uniform(seed, base + i) * total
+                lab = last
+                cum = 0.0
+                for a in range(K):
+                    cum += tmp[a]
+                    if cum > t:
+                        lab = a
+                        break
+                labels[i] = lab

@@ -29,12 +29,13 @@ from .._validation import (
     check_float,
     check_int,
     check_option,
+    check_random_state,
     describe,
 )
 from .. import exceptions
 from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError
 from ..potentials import GraphPotentials
-from . import _graph
+from . import _graph, _grid
 from ._chain import scaled_exponentials
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "score_labelings",
     "pseudo_marginals",
     "second_best",
+    "gibbs_sample",
 ]
 
 
@@ -169,6 +171,38 @@ def _structure(p: GraphPotentials):
     return a.indptr, a.neighbors, a.edge_id, a.reversed, a.twin
 
 
+def _colour_order(p: GraphPotentials) -> np.ndarray:
+    """Visiting order of the checkerboard schedule (cached on ``p``).
+
+    Graph by graph, the nodes of greedy colour 0 in index order, then colour 1, ...
+    """
+    if "colour_order" not in p._derived:
+        colour = np.empty(p.n_nodes, dtype=np.int64)
+        _graph.greedy_colours(p.n_nodes, p.adjacency.indptr, p.adjacency.neighbors, colour)
+        order = np.lexsort((colour, p.graph_index)).astype(np.int64)  # stable: index order
+        order.flags.writeable = False
+        p._derived["colour_order"] = order
+    return p._derived["colour_order"]
+
+
+def _grid_planes(p: GraphPotentials):
+    """``(starts, U, W, M, bad)``: the potentials of a grid batch with finite Potts weights
+    in the layout of the grid mean-field kernel (computed once, cached on ``p``)."""
+    if "grid_planes" not in p._derived:
+        sizes = np.empty(p.n_graphs, dtype=np.int64)
+        _grid.plane_sizes(p.grid.shapes, sizes)
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        P, K, Dh = int(starts[-1]), p.n_states, p.grid.connectivity // 2
+        U, W, M = np.empty(K * P), np.empty(Dh * P), np.empty(P)
+        bad = np.empty(p.n_graphs, dtype=np.int64)
+        _grid.grid_planes_batch(p.offsets, p.edge_offsets, p.grid.shapes, p.grid.connectivity,
+                                p.unary, p.potts, starts, U, W, M, bad, work=p.n_nodes)
+        for x in (starts, U, W, M, bad):
+            x.flags.writeable = False
+        p._derived["grid_planes"] = (starts, U, W, M, bad)
+    return p._derived["grid_planes"]
+
+
 def _iter_iv(damping, tol, max_iter):
     damping = check_float(damping, "damping", low=0.0, high=1.0, high_inclusive=False)
     tol = check_float(tol, "tol", low=0.0)
@@ -184,6 +218,13 @@ def _warn_unconverged(converged, method, max_iter):
             f"(first: {bad[:5].tolist()}); increase max_iter or damping, or loosen tol",
             exceptions.ConvergenceWarning,  # scikit-learn's class: imported only when warning
             stacklevel=3,
+        )
+
+
+def _raise_forbidden_unary(nodes):
+    if nodes.size:
+        raise InfeasibleError(
+            f"node {int(nodes[0])} has every label forbidden (its unary is all -inf)"
         )
 
 
@@ -278,15 +319,14 @@ def pseudo_marginals(potentials: GraphPotentials, labels) -> np.ndarray:
     p = _check_potentials(potentials)
     labels = _labels_iv(p, labels)
     logits = _conditional_logits(p, labels)
-    mx = logits.max(axis=1, initial=-np.inf, keepdims=True) if p.n_nodes else np.zeros((0, 1))
-    if p.n_nodes and np.isneginf(mx).any():
-        i = int(np.flatnonzero(np.isneginf(mx[:, 0]))[0])
+    out = np.empty_like(logits)
+    _graph.softmax_rows(logits, out)
+    bad = np.flatnonzero(np.isnan(out[:, 0]))
+    if bad.size:
         raise InfeasibleError(
-            f"pseudo-marginals are undefined at node {i}: every label is forbidden given the "
-            "clamped neighbours in `labels`"
+            f"pseudo-marginals are undefined at node {int(bad[0])}: every label is forbidden "
+            "given the clamped neighbours in `labels`"
         )
-    out = np.exp(logits - mx)
-    out /= out.sum(axis=1, keepdims=True)
     return out
 
 
@@ -370,7 +410,7 @@ def second_best(potentials: GraphPotentials, labels, map_score=None) -> SecondBe
 def mean_field(
     potentials: GraphPotentials,
     *,
-    schedule: str = "sequential",
+    schedule: str = "auto",
     damping: float = 0.0,
     tol: float = 1e-6,
     max_iter: int = 200,
@@ -389,11 +429,20 @@ def mean_field(
     ----------
     potentials : GraphPotentials
         The batch of graphs.
-    schedule : {"sequential", "synchronous"}, default="sequential"
+    schedule : {"auto", "sequential", "checkerboard", "synchronous"}, default="auto"
         ``"sequential"`` updates one node at a time in index order, each seeing its
         neighbours' latest ``q`` (coordinate ascent: the bound never decreases when
-        ``damping == 0``). ``"synchronous"`` updates every node from the previous sweep's
-        ``q`` (parallel updates, which can oscillate: use damping, e.g. 0.5).
+        ``damping == 0``). ``"checkerboard"`` is the same coordinate ascent in another
+        order: one colour class after the other of the greedy colouring of the graph (each
+        node takes the smallest colour none of its lower-numbered neighbours has), nodes
+        of a class in index order; on pixel grids the classes are those of a checkerboard
+        (4-connected) or of 2 x 2 blocks (8-connected). Nodes of one class are never
+        neighbours, so on grids built by :meth:`GraphPotentials.from_grid` a whole class
+        is updated at once, vectorised over pixels, with the same result.
+        ``"synchronous"`` updates every node from the previous sweep's ``q`` (parallel
+        updates, which can oscillate: use damping, e.g. 0.5). ``"auto"``:
+        ``"checkerboard"`` for batches built by :meth:`GraphPotentials.from_grid`,
+        ``"sequential"`` otherwise.
     damping : float, default=0.0
         ``q_i <- (1 - damping) * update + damping * q_i``; in ``[0, 1)``.
     tol : float, default=1e-6
@@ -430,6 +479,14 @@ def mean_field(
     for Potts potentials. Mean field is exact without pairwise potentials and otherwise
     tends to be over-confident.
 
+    Grids built by :meth:`GraphPotentials.from_grid` with finite Potts weights run the
+    ``"checkerboard"`` and ``"synchronous"`` schedules in a kernel that knows the grid
+    (:mod:`structcal.inference._grid`): neighbours by index arithmetic, label planes
+    laid out so that a colour class of a row is contiguous, 4 pixels per vector
+    operation. It computes the same numbers as the general kernel, bit for bit
+    (``tests/test_grid.py``); ``benchmarks/bench_grid.py`` compares its speed with
+    pydensecrf2's ``DenseCRF2D``.
+
     References
     ----------
     M. J. Wainwright and M. I. Jordan, *Graphical Models, Exponential Families, and
@@ -446,19 +503,24 @@ def mean_field(
     ([[0.8, 0.2], [0.5, 0.5]], [True])
     """
     p = _check_potentials(potentials)
-    schedule = check_option(schedule, "schedule", ("sequential", "synchronous"))
+    schedule = check_option(
+        schedule, "schedule", ("auto", "sequential", "checkerboard", "synchronous")
+    )
+    if schedule == "auto":
+        schedule = "checkerboard" if p.grid is not None else "sequential"
     damping, tol, max_iter = _iter_iv(damping, tol, max_iter)
     K = p.n_states
+    kind, pw, pwT, emat, potts = p._kernel_args()
+    # no -inf pairwise entry: the kernels may skip the 0 * -inf guards
+    finite = bool(not np.isneginf(potts if kind == _graph.KIND_POTTS else pw).any())
+    on_grid = (
+        p.grid is not None and kind == _graph.KIND_POTTS and finite and schedule != "sequential"
+    )
     if init is None:
-        with np.errstate(invalid="ignore"):  # an all -inf row gives NaN: refused just below
-            q = (
-                np.exp(p.unary - p.unary.max(axis=1, initial=-np.inf, keepdims=True))
-                if p.n_nodes
-                else np.zeros((0, K))
-            )
-        if p.n_nodes and not np.isfinite(q).all():
-            i = int(np.flatnonzero(~np.isfinite(q).all(axis=1))[0])
-            raise InfeasibleError(f"node {i} has every label forbidden (its unary is all -inf)")
+        q = np.empty((p.n_nodes, K))
+        if not on_grid:  # (the grid kernel starts from softmax(unary) itself)
+            _graph.softmax_rows(p.unary, q)
+            _raise_forbidden_unary(np.flatnonzero(np.isnan(q[:, 0])))
     else:
         q = as_float_array(init, "init", ndim=2, shape=(p.n_nodes, K)).copy()
         if (q < 0).any():
@@ -466,58 +528,58 @@ def mean_field(
         if p.n_nodes and (q.sum(axis=1) <= 0).any():
             i = int(np.flatnonzero(q.sum(axis=1) <= 0)[0])
             raise ParameterError(f"`init` row {i} has no positive weight")
-    if p.n_nodes:
-        q /= q.sum(axis=1, keepdims=True)
-    q = np.ascontiguousarray(q)
-    kind, pw, pwT, emat, potts = p._kernel_args()
-    shared = kind == _graph.KIND_MATRIX and pw.shape[0] == 1
-    # no -inf pairwise entry: the kernels may skip the 0 * -inf guards (and Potts mean
-    # field takes its branch-free path)
-    finite = bool(not np.isneginf(potts if kind == _graph.KIND_POTTS else pw).any())
-    PF = np.empty((p.n_nodes if shared else 0, K))
-    PR = np.empty_like(PF)
-    qnew = np.empty_like(q)
-    # finite Potts with more than two labels: rows padded to whole 4-lane vectors
-    padded = kind == _graph.KIND_POTTS and finite and K > 2
-    Kp = -(-K // 4) * 4
-    Q = np.zeros((p.n_nodes if padded else 0, Kp))
-    Q[:, :K] = q[: Q.shape[0]]
-    Qnew = np.empty(Q.size if padded and schedule == "synchronous" else 0)
+        if p.n_nodes:
+            q /= q.sum(axis=1, keepdims=True)
+        q = np.ascontiguousarray(q)
     n_iter = np.zeros(p.n_graphs, dtype=np.int64)
     delta = np.zeros(p.n_graphs)
-    status = np.zeros(p.n_graphs, dtype=np.int64)
+    shared = kind == _graph.KIND_MATRIX and pw.shape[0] == 1
+    PF = np.empty((p.n_nodes if shared else 0, K))
+    PR = np.empty_like(PF)
+    if on_grid:  # (with finite weights only a node whose unary is all -inf is infeasible)
+        starts, U, W, M, bad = _grid_planes(p)
+        _raise_forbidden_unary(bad[bad >= 0])
+        _grid.mean_field_grid_batch(
+            p.offsets, p.grid.shapes, p.grid.connectivity, starts, U, W, M,
+            schedule == "checkerboard", damping, tol, max_iter, init is not None, q, n_iter,
+            delta, work=p.n_nodes * max_iter,
+        )
+    else:
+        status = np.zeros(p.n_graphs, dtype=np.int64)
+        _graph.mean_field_batch(
+            p.offsets,
+            finite,
+            p.unary,
+            kind,
+            pw,
+            pwT,
+            emat,
+            potts,
+            *_structure(p)[:4],
+            _colour_order(p) if schedule == "checkerboard" else np.arange(p.n_nodes),
+            schedule != "synchronous",
+            damping,
+            tol,
+            max_iter,
+            q,
+            np.empty_like(q) if schedule == "synchronous" else np.empty((0, K)),
+            PF,
+            PR,
+            n_iter,
+            delta,
+            status,
+        )
+        _raise_infeasible(
+            status,
+            "a node has every label forbidden under mean field (hard "
+            "constraints that mean field cannot represent)",
+        )
     elbo = np.zeros(p.n_graphs)
-    _graph.mean_field_batch(
-        p.offsets,
-        finite,
-        p.unary,
-        kind,
-        pw,
-        pwT,
-        emat,
-        potts,
-        *_structure(p)[:4],
-        schedule == "sequential",
-        damping,
-        tol,
-        max_iter,
-        bool(log_partition),
-        q,
-        qnew,
-        Q.reshape(-1),
-        Qnew,
-        PF,
-        PR,
-        n_iter,
-        delta,
-        status,
-        elbo,
-    )
-    _raise_infeasible(
-        status,
-        "a node has every label forbidden under mean field (hard "
-        "constraints that mean field cannot represent)",
-    )
+    if log_partition:
+        _graph.mean_field_elbo_batch(
+            p.offsets, finite, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], q, PF,
+            PR, elbo, work=p.n_nodes,
+        )
     converged = delta <= tol
     if warn:
         _warn_unconverged(converged, f"mean field ({schedule})", max_iter)
@@ -543,6 +605,9 @@ def mean_field(
 def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     kind, pw, pwT, emat, potts = p._kernel_args()
     K = p.n_states
+    if (mode == _graph.MODE_SUM and p.grid is not None and kind == _graph.KIND_POTTS and K == 2
+            and not p.is_forest.any()):
+        return _run_bp_grid(p, damping, tol, max_iter, do_edge)
     if mode == _graph.MODE_SUM and kind == _graph.KIND_MATRIX:
         EF, _, cF, _ = scaled_exponentials(pwT)
         ER, _, cR, _ = scaled_exponentials(pw)
@@ -603,6 +668,28 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     )
     converged = np.asarray(p.is_forest, dtype=bool) | (delta <= tol)
     return labels, scores, marg, emarg, logz, n_iter, converged, delta, status
+
+
+def _run_bp_grid(p, damping, tol, max_iter, do_edge):
+    """Loopy sum-product BP on two-label Potts grids (``_grid.bp2_grid_batch``)."""
+    kind, pw, _, emat, potts = p._kernel_args()
+    n, m, G = p.n_nodes, p.n_edges, p.n_graphs
+    marg = np.empty((n, 2))
+    emarg = np.empty((m, 2, 2)) if do_edge else np.empty((0, 2, 2))
+    n_iter = np.zeros(G, dtype=np.int64)
+    delta = np.zeros(G)
+    status = np.zeros(G, dtype=np.int64)
+    logz = np.zeros(G)
+    _grid.bp2_grid_batch(
+        p.offsets, p.edge_offsets, p.grid.shapes, p.grid.connectivity, p.unary, p.edges, kind,
+        pw, emat, potts, p.adjacency.indptr, p.adjacency.neighbors, damping, tol, max_iter,
+        bool(do_edge), marg, emarg, n_iter, delta, status, logz,
+        np.empty((n if do_edge else 0, 2)), np.zeros((2 * m if do_edge else 0, 2)),
+        work=n * max_iter,
+    )
+    converged = delta <= tol
+    labels = np.zeros(n, dtype=np.int64)
+    return labels, np.zeros(G), marg, emarg, logz, n_iter, converged, delta, status
 
 
 def belief_propagation(
@@ -706,6 +793,17 @@ _TRWS_PATIENCE = 10
 def _run_trws(p, tol, max_iter):
     kind, pw, pwT, emat, potts = p._kernel_args()
     K, n, m, G = p.n_states, p.n_nodes, p.n_edges, p.n_graphs
+    if p.grid is not None and kind == _graph.KIND_POTTS and K == 2:
+        labels = np.zeros(n, dtype=np.int64)
+        best = np.zeros(n, dtype=np.int64)
+        n_iter = np.zeros(G, dtype=np.int64)
+        delta = np.zeros(G)
+        _grid.trws2_grid_batch(
+            p.offsets, p.edge_offsets, p.grid.shapes, p.grid.connectivity, p.unary, p.edges,
+            kind, pw, emat, potts, tol, max_iter, _TRWS_PATIENCE, labels, best, n_iter, delta,
+            np.zeros(G), work=n * max_iter,
+        )
+        return best, n_iter, delta
     msg = np.empty((2 * m, K))
     belief = np.empty((n, K))
     labels = np.zeros(n, dtype=np.int64)
@@ -1059,3 +1157,117 @@ def infer(
         delta=src.delta if src is not None else None,
         method="+".join(x.method for x in (m, r) if x is not None),
     )
+
+
+# ---------------------------------------------------------------------------- sampling
+
+
+def _gibbs_chain(p: GraphPotentials, n_samples, burn_in, thin, init, random_state):
+    """Yield ``n_samples`` labelings of a Gibbs chain (validated arguments; see
+    :func:`gibbs_sample`). Each is a new array."""
+    seed = int(check_random_state(random_state).integers(0, 2**62))
+    labels = init.copy() if init is not None else (
+        p.unary.argmax(axis=1) if p.n_nodes else np.zeros(0, np.int64))
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    kind, pw, pwT, emat, potts = p._kernel_args()
+    order = _colour_order(p)
+    status = np.zeros(p.n_graphs, dtype=np.int64)
+    sweep = 0
+
+    def run(n_sweeps):
+        nonlocal sweep
+        if n_sweeps:
+            _graph.gibbs_batch(p.offsets, order, p.unary, kind, pw, pwT, emat, potts,
+                               *_structure(p)[:4], labels, seed, sweep, n_sweeps, status,
+                               work=p.n_nodes * n_sweeps)
+            sweep += n_sweeps
+            _raise_infeasible(status, "a node has no allowed label given its neighbours in the "
+                                      "Gibbs chain (start it from a feasible labeling)")
+
+    run(burn_in)
+    for k in range(n_samples):
+        run(thin if k else 1)
+        yield labels.copy()
+
+
+def gibbs_sample(
+    potentials: GraphPotentials,
+    n_samples: int,
+    *,
+    burn_in: int = 20,
+    thin: int = 2,
+    init=None,
+    random_state=0,
+) -> np.ndarray:
+    """Labelings drawn from the CRF itself by Gibbs sampling.
+
+    A sweep updates every node once: colour class after colour class of the greedy
+    colouring used by the ``"checkerboard"`` mean-field schedule (on pixel grids the
+    checkerboard, or 2 x 2 blocks when 8-connected), each node drawing its label from its
+    conditional distribution given its neighbours' current labels,
+    ``p(y_i | y_N(i)) ∝ exp(unary_i + sum_j psi_ij(., y_j))``. Nodes of one class are never
+    neighbours, so the order within a class does not matter, and the chain leaves the
+    CRF's distribution invariant: after burn-in its labelings are (correlated) draws from
+    ``p(y | x)``, correlations between nodes included, unlike labelings drawn node by node
+    from (mean-field) marginals.
+
+    Parameters
+    ----------
+    potentials : GraphPotentials
+        The batch of graphs (each graph runs its own chain).
+    n_samples : int
+        Number of labelings returned.
+    burn_in : int, default=20
+        Sweeps discarded before the first sample (from ``init``).
+    thin : int, default=2
+        Sweeps between consecutive samples (1 keeps every sweep).
+    init : array-like of shape (n_nodes,), optional
+        Starting labeling (e.g. the MAP); by default each node's best unary label. It must
+        be feasible (no forbidden label or pair).
+    random_state : int, Generator or None, default=0
+        Seeds the chain. The uniform number of node ``i`` at sweep ``t`` is a hash of
+        ``(seed, t, i)``, so the samples do not depend on the number of threads.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_nodes), dtype int64
+        The labelings after sweeps ``burn_in + 1``, ``burn_in + 1 + thin``, ... (laid end
+        to end over the graphs, like ``map_labels``).
+
+    Raises
+    ------
+    InfeasibleError
+        If some node has no allowed label given its neighbours.
+
+    Notes
+    -----
+    Each sweep costs as much as one pseudo-marginals pass. Gibbs sampling mixes slowly
+    when couplings are strong (large regions flip only through many single-node moves);
+    ``burn_in`` and ``thin`` trade time for that. The samples are used by the object
+    events' ``raw="gibbs"`` (:class:`~structcal.events.ObjectEvents`).
+
+    References
+    ----------
+    S. Geman and D. Geman, *Stochastic relaxation, Gibbs distributions, and the Bayesian
+    restoration of images*, IEEE Trans. PAMI 6(6), 1984.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from structcal.potentials import GraphPotentials
+    >>> from structcal.inference.graph import gibbs_sample
+    >>> p = GraphPotentials.from_grid(np.zeros((2, 2, 2)), potts=3.0)
+    >>> y = gibbs_sample(p, 200, random_state=0)
+    >>> y.shape, bool(np.mean((y == y[:, :1]).all(axis=1)) > 0.9)  # strongly coupled
+    ((200, 4), True)
+    """
+    p = _check_potentials(potentials)
+    n_samples = check_int(n_samples, "n_samples", low=1)
+    burn_in = check_int(burn_in, "burn_in", low=0)
+    thin = check_int(thin, "thin", low=1)
+    if init is not None:
+        init = _labels_iv(p, init, "init")
+    out = np.empty((n_samples, p.n_nodes), dtype=np.int64)
+    for k, y in enumerate(_gibbs_chain(p, n_samples, burn_in, thin, init, random_state)):
+        out[k] = y
+    return out

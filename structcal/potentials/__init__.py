@@ -5,7 +5,7 @@ model, a neural network -- plugs into inference and everything after it through 
 """
 
 from .chain import ChainPotentials
-from .graph import GraphAdjacency, GraphPotentials
+from .graph import GraphAdjacency, GraphPotentials, GridLayout
 from .grid import GRID_DIRECTIONS, grid_coordinates, grid_edges
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "GRID_DIRECTIONS",
     "GraphAdjacency",
     "GraphPotentials",
+    "GridLayout",
     "grid_coordinates",
     "grid_edges",
 ]

@@ -26,7 +26,7 @@ from .._validation import as_float_array, as_int_array, check_int, check_offsets
 from ..exceptions import ParameterError, ParameterTypeError
 from .chain import ChainPotentials, _offsets_from_lengths, _owned, _readonly
 
-__all__ = ["GraphPotentials", "GraphAdjacency"]
+__all__ = ["GraphPotentials", "GraphAdjacency", "GridLayout"]
 
 #: Kernel codes for the pairwise form (see ``structcal.inference._graph``).
 KIND_MATRIX = 0
@@ -73,6 +73,26 @@ class GraphAdjacency:
         return self.neighbors[self.indptr[node] : self.indptr[node + 1]]
 
 
+@dataclass(frozen=True)
+class GridLayout:
+    """The pixel-grid structure of a batch built by :meth:`GraphPotentials.from_grid`.
+
+    Graph ``g`` is a ``shapes[g, 0] x shapes[g, 1]`` grid of row-major pixels whose edges
+    are those of :func:`~structcal.potentials.grid_edges` (grouped by direction) in that
+    order.
+
+    Attributes
+    ----------
+    shapes : ndarray of shape (n_graphs, 2), dtype int64
+        Height and width of each grid.
+    connectivity : int
+        4 or 8.
+    """
+
+    shapes: np.ndarray
+    connectivity: int
+
+
 def _build_adjacency(n_nodes: int, edges: np.ndarray) -> GraphAdjacency:
     m = edges.shape[0]
     owner = np.concatenate([edges[:, 0], edges[:, 1]])
@@ -95,6 +115,24 @@ def _build_adjacency(n_nodes: int, edges: np.ndarray) -> GraphAdjacency:
         reversed=_readonly(np.ascontiguousarray(rev[order])),
         twin=_readonly(twin),
     )
+
+
+def _grid_adjacency(shapes, connectivity, offsets, edge_offsets) -> GraphAdjacency:
+    """The CSR adjacency of a batch of grids, by index arithmetic (no sort)."""
+    from ._grid_kernels import grid_csr, grid_degrees
+
+    shapes = np.asarray(shapes, dtype=np.int64).reshape(-1, 2)
+    n = int(offsets[-1])
+    degree = np.empty(n, dtype=np.int64)
+    grid_degrees(shapes, connectivity, degree)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(degree, out=indptr[1:])
+    m2 = int(indptr[-1])
+    nbr, eid, twin = (np.empty(m2, dtype=np.int64) for _ in range(3))
+    rev = np.empty(m2, dtype=bool)
+    grid_csr(shapes, connectivity, offsets, edge_offsets, indptr, nbr, eid, rev, twin)
+    return GraphAdjacency(indptr=_readonly(indptr), neighbors=_readonly(nbr),
+                          edge_id=_readonly(eid), reversed=_readonly(rev), twin=_readonly(twin))
 
 
 def _forest_flags(n_nodes, offsets, edges, edge_offsets) -> np.ndarray:
@@ -161,6 +199,12 @@ class GraphPotentials:
         CSR adjacency, built once.
     is_forest : ndarray of shape (n_graphs,), dtype bool
         Whether each graph is a tree or forest (inference is then exact).
+    grid : GridLayout or None
+        Set by :meth:`from_grid` (and kept by :meth:`subset` and :meth:`with_unary`): every
+        graph is a pixel grid whose edges are those of
+        :func:`~structcal.potentials.grid_edges`, so inference can find neighbours by index
+        arithmetic instead of through ``adjacency`` (see
+        :mod:`structcal.inference.graph`). ``None`` otherwise.
 
     Notes
     -----
@@ -193,7 +237,9 @@ class GraphPotentials:
         "potts",
         "adjacency",
         "is_forest",
+        "grid",
         "_kernel_cache",
+        "_derived",
     )
 
     def __init__(
@@ -231,7 +277,9 @@ class GraphPotentials:
         self.potts = None if potts is None else _readonly(_owned(potts, given[6]))
         self.adjacency = _build_adjacency(n_nodes, edges)
         self.is_forest = _readonly(_forest_flags(n_nodes, offsets, edges, edge_offsets))
+        self.grid = None
         self._kernel_cache = None
+        self._derived = {}  # arrays derived by the inference layer (see there)
 
     # ------------------------------------------------------------------ constructors
 
@@ -550,8 +598,11 @@ class GraphPotentials:
                     f"per direction {(n_dir, K, K)}; got {pairwise.shape}"
                 )
         is_forest = np.array([min(s) <= 1 for s in shapes], dtype=bool)
+        grid = GridLayout(np.asarray(shapes, dtype=np.int64).reshape(-1, 2), connectivity)
+        adjacency = _grid_adjacency(shapes, connectivity, offsets, edge_offsets)
         return cls._trusted(
-            unary, offsets, edges, edge_offsets, pairwise, edge_type, potts, is_forest=is_forest
+            unary, offsets, edges, edge_offsets, pairwise, edge_type, potts, is_forest=is_forest,
+            grid=grid, adjacency=adjacency,
         )
 
     @classmethod
@@ -589,11 +640,12 @@ class GraphPotentials:
         potts=None,
         adjacency=None,
         is_forest=None,
+        grid=None,
     ) -> "GraphPotentials":
         """Build without validation (for producers inside structcal that guarantee validity).
 
-        ``adjacency`` and ``is_forest`` may be passed to reuse the structure of an existing
-        batch with the same edges (e.g. a CRF re-scoring fixed graphs).
+        ``adjacency``, ``is_forest`` and ``grid`` may be passed to reuse the structure of an
+        existing batch with the same edges (e.g. a CRF re-scoring fixed graphs).
         """
         self = object.__new__(cls)
         self.unary = _readonly(np.ascontiguousarray(unary, dtype=np.float64))
@@ -628,7 +680,9 @@ class GraphPotentials:
                 dtype=bool,
             )
         )
+        self.grid = grid
         self._kernel_cache = None
+        self._derived = {}  # arrays derived by the inference layer (see there)
         return self
 
     # ------------------------------------------------------------------ properties
@@ -789,6 +843,8 @@ class GraphPotentials:
             edge_type,
             potts,
             is_forest=self.is_forest[graphs],
+            grid=None if self.grid is None else GridLayout(self.grid.shapes[graphs],
+                                                          self.grid.connectivity),
         )
 
     def split_nodes(self, values) -> list[np.ndarray]:
@@ -823,6 +879,7 @@ class GraphPotentials:
             self.potts,
             adjacency=self.adjacency,
             is_forest=self.is_forest,
+            grid=self.grid,
         )
 
     def __repr__(self) -> str:
