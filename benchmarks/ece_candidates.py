@@ -51,7 +51,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ece_estimator_study as study  # noqa: E402
 
 from structcal.metrics import SparseBinsWarning, _kernels  # noqa: E402
-from structcal.metrics.calibration import _kde_spec  # noqa: E402
+from structcal.metrics import calibration_error  # noqa: E402
+from structcal.metrics.calibration import (  # noqa: E402
+    CalibrationErrorResult,
+    _kde_spec,
+    _KDESpec,
+)
 
 
 class _KernelSums:
@@ -115,13 +120,18 @@ def plug_in(c):
     return f
 
 
+def _rate_factor(n, n0):
+    """``h / h_Silverman``: 1 up to ``n0`` forecasts, ``(n / n0)**(1/5 - 1/3)`` beyond."""
+    return min(1.0, (n / n0) ** (1.0 / 5.0 - 1.0 / 3.0))
+
+
 def plug_in_rate(n0):
     """Silverman's bandwidth up to ``n0`` forecasts, shrinking as ``n**(-1/3)`` beyond
     (Silverman's rule shrinks as ``n**(-1/5)``: its smoothing bias, of order ``h**2``,
     then falls more slowly than the sampling noise ``n**(-1/2)``)."""
     def f(y, s, setting):
         k = _KernelSums.of(y, s)
-        c = min(1.0, (len(s) / n0) ** (1.0 / 5.0 - 1.0 / 3.0))
+        c = _rate_factor(len(s), n0)
         D, N = k.sums(k.bandwidth(c))
         return k.ece(np.abs(N), D)
     return f
@@ -197,6 +207,31 @@ def witness_cross_fitted(y, s, setting):
     return max(total / len(s), 0.0)
 
 
+class _RateSpec(_KDESpec):
+    """The default estimator (bootstrap included) with the ``plug_in_rate`` bandwidth."""
+
+    n0 = 1000
+
+    def bandwidths(self, c, dens, mom):
+        h = super().bandwidths(c, dens, mom) * _rate_factor(self.n_eff, self.n0)
+        return np.maximum(h, 2.0 * self.step)
+
+
+def rate_result(n0):
+    """``(y, s) -> CalibrationErrorResult`` of ``plug_in_rate(n0)``, with its bootstrap
+    (for the interval coverage check)."""
+    def f(y, s):
+        base = _kde_spec(y, s, "silverman", "residual", 4097, "binary", None, None, "logit")
+        spec = _RateSpec(base.columns, "silverman", "residual", 4097, "logit")
+        spec.n0 = n0
+        curves, est, mx = spec.point()
+        return CalibrationErrorResult(
+            estimate=float(est[0]), max_error=float(mx[0]), norm="l1",
+            method=f"rate(n0={n0})", setting="binary", n_samples=len(s), per_column=est,
+            labels=spec.columns.labels, curves=curves, _spec=spec)
+    return f
+
+
 def default_and_witness(y, s, setting):
     return 0.5 * (study.ESTIMATORS[study.DEFAULT](y, s, setting) + witness(1.0)(y, s, setting))
 
@@ -209,6 +244,7 @@ CANDIDATES = {
     "kernel, 3 x Silverman bandwidth": plug_in(3.0),
     "kernel, h ~ n^(-1/3) beyond n = 1000": plug_in_rate(1000),
     "kernel, h ~ n^(-1/3) beyond n = 3000": plug_in_rate(3000),
+    "kernel, h ~ n^(-1/3) beyond n = 10000": plug_in_rate(10000),
     "kernel, leave-one-out CV bandwidth": cv_bandwidth,
     "kernel, debiased sqrt(N^2 - Var N)": debiased(1.0, "sqrt"),
     "kernel, debiased E|m + sd Z| = |N|": debiased(1.0, "invert"),
@@ -225,7 +261,17 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--resamples", type=int, default=200, help="evaluation sets per size "
                     "(a fifth of them, at least 5, at n = 10^5)")
+    ap.add_argument("--large-resamples", type=int, metavar="N",
+                    help="evaluation sets at n >= 10^5 (default: a fifth of --resamples)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000, 100_000])
+    ap.add_argument("--per-distribution", action="store_true", help="print each "
+                    "candidate's ratio to 15 bins on each distribution, with its paired "
+                    "interval")
+    ap.add_argument("--coverage", type=int, nargs="+", metavar="N", default=[],
+                    help="also check the 95%% bootstrap intervals of the default and of the "
+                    "n^(-1/3) rules at these sizes (as the study does)")
+    ap.add_argument("--coverage-reps", type=int, default=25,
+                    help="evaluation sets per pool for --coverage")
     ap.add_argument("--quick", action="store_true", help="a tiny run (seconds)")
     ap.add_argument("--progress", action="store_true", help="report progress on stderr")
     ap.add_argument("--save", metavar="PATH", help="also write a JSON summary to PATH")
@@ -252,10 +298,17 @@ def main(argv=None):
     brng = np.random.default_rng(args.seed + 1)
     paired = {name: [study.paired_ratio(records, name, study.LEGACY, j, brng)
                      for j in range(len(sizes))] for name in names if name != study.LEGACY}
+    # each distribution alone: the same paired bootstrap over its evaluation sets
+    alone = {name: [[study.paired_ratio([r], name, study.LEGACY, j, brng)[:3]
+                     for r in records] for j in range(len(sizes))] for name in paired}
+    clear = {name: [[sum(hi < 1 for *_, hi in a), sum(lo > 1 for _, lo, _ in a)] for a in v]
+             for name, v in alone.items()}
 
     print(f"ECE estimator candidates, confident regime: {len(records)} score distributions "
           f"({len(pools)} pools x {len(records) // max(len(pools), 1)} miscalibrations), "
-          f"{args.resamples} evaluation sets per size, seed {args.seed}, {elapsed:.0f} s")
+          + ", ".join(f"{study.evaluation_sets(args, m)}" for m in sizes)
+          + f" evaluation sets at n = {', '.join(map(str, sizes))}, seed {args.seed}, "
+          f"{elapsed:.0f} s")
     print("median over distributions of the 95th-percentile relative error; under it the "
           "ratio to 15 bins [95% paired bootstrap] and on how many distributions it is lower")
     width = 26
@@ -266,7 +319,11 @@ def main(argv=None):
             cells = [f"{r:.2f} [{lo:.2f},{hi:.2f}] {w:2d}/{len(records)}"
                      for r, lo, hi, w in paired[name]]
             print(f"{'':44s}" + "".join(f"{c:>{width}s}" for c in cells))
-    print(f"{'efficiency bound (normal approx.)':44s}"
+    print("\ndistributions where the p95 error is clearly lower / clearly higher than 15 "
+          "bins' (each distribution's 95% paired interval of the ratio below / above 1)")
+    for name in paired:
+        print(f"{name:44s}" + "".join(f"{f'{lo} / {hi}':>{width}s}" for lo, hi in clear[name]))
+    print(f"\n{'efficiency bound (normal approx.)':44s}"
           + "".join(f"{v:>{width}.3f}" for v in bound))
     print(f"{'lowest of all rows per distribution':44s}"
           + "".join(f"{v:>{width}.3f}" for v in best))
@@ -283,11 +340,42 @@ def main(argv=None):
         print(f"  {r['pool'][:30]:30s} {r['miscalibration'][:32]:32s} "
               f"{r['p95'][study.LEGACY][-1]:7.3f} {r['p95'][study.DEFAULT][-1]:7.3f} "
               f"{r['p95'][study.ORACLE][-1]:7.3f} {r['bound'][-1]:7.3f}")
+    if args.per_distribution:
+        for name in alone:
+            print(f"\nper distribution, {name} / 15 bins: ratio of p95 errors [95% paired "
+                  "interval]")
+            print(f"{'':65s}" + "".join(f"{'n=' + str(m):>22s}" for m in sizes))
+            for i, r in enumerate(records):
+                print(f"  {r['pool'][:30]:30s} {r['miscalibration'][:32]:32s}" + "".join(
+                    f"{f'{a[i][0]:.2f} [{a[i][1]:.2f}, {a[i][2]:.2f}]':>22s}"
+                    for a in alone[name]))
+    coverage = {}
+    if args.coverage:
+        cargs = argparse.Namespace(coverage_sizes=args.coverage,
+                                   coverage_reps=args.coverage_reps)
+        rules = {study.DEFAULT: calibration_error,
+                 **{name: rate_result(int(name.rsplit(" ", 1)[1]))
+                    for name in names if "n^(-1/3)" in name}}
+        print("\n95% bootstrap intervals (200 resamples) on the temperature-1.5 pools: "
+              "fraction containing")
+        print(f"{'estimator':44s} {'n':>7s} {'sets':>5s} {'recentred: est.':>16s} "
+              f"{'truth':>6s} {'percentile: est.':>17s} {'truth':>6s}")
+        for name, f in rules.items():
+            coverage[name] = study.interval_coverage(
+                cargs, np.random.default_rng(args.seed + 2), pools, f)
+            for m, c in coverage[name].items():
+                print(f"{name:44s} {m:>7s} {c['n_intervals']:5d} "
+                      f"{c['recentred']['contains_estimate']:16.3f} "
+                      f"{c['recentred']['contains_truth']:6.3f} "
+                      f"{c['percentile']['contains_estimate']:17.3f} "
+                      f"{c['percentile']['contains_truth']:6.3f}")
     for r in records:
         del r["estimates"]
-    out = {"seed": args.seed, "sizes": sizes, "resamples": args.resamples,
+    out = {"seed": args.seed, "sizes": sizes,
+           "resamples": [study.evaluation_sets(args, m) for m in sizes],
            "median_p95": summary, "efficiency_bound": bound, "lowest_per_distribution": best,
            "ratio_to_legacy": {k: [list(p) for p in v] for k, v in paired.items()},
+           "clearly_lower_higher": clear, "coverage": coverage,
            "calibrated": calibrated, "records": records, "seconds": elapsed}
     if args.save:
         Path(args.save).write_text(json.dumps(out, indent=2) + "\n")

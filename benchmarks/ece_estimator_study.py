@@ -294,6 +294,14 @@ def efficiency_bound(eta, pool, m):
     return float(1.96 * np.sqrt(var / m) / truth)
 
 
+def evaluation_sets(args, m):
+    """Evaluation sets at size ``m`` in the confident regime: ``args.resamples``, and at
+    ``m >= 10^5`` ``args.large_resamples`` (if set; else a fifth, at least 5)."""
+    if m < 100_000:
+        return args.resamples
+    return getattr(args, "large_resamples", None) or max(5, args.resamples // 5)
+
+
 def run_confident(args, rng, estimators=ESTIMATORS, reference=False, keep=False):
     """p95 relative errors on miscalibrated confident pools, readings on calibrated ones.
 
@@ -318,7 +326,7 @@ def run_confident(args, rng, estimators=ESTIMATORS, reference=False, keep=False)
             values = {name: [] for name in names}
             kept = {name: [] for name in names}
             for m in args.confident_sizes:
-                reps = args.resamples if m < 100_000 else max(5, args.resamples // 5)
+                reps = evaluation_sets(args, m)
                 est = {name: np.empty(reps) for name in names}
                 for r in range(reps):
                     idx = rng.integers(0, len(pool), m)
@@ -387,7 +395,8 @@ def confident_check(args):
     sizes = args.confident_sizes
     bound = [float(np.median([r["bound"][j] for r in records])) for j in range(len(sizes))]
     print(f"confident regime, default vs legacy: {len(records)} score distributions, "
-          f"{args.resamples} evaluation sets per size (seed {args.seed + 3})")
+          + ", ".join(f"{evaluation_sets(args, m)} evaluation sets at n = {m}"
+                      for m in args.confident_sizes) + f" (seed {args.seed + 3})")
     print("median over distributions of the 95th-percentile relative error")
     print(f"{'estimator':42s}" + "".join(f"{'n=' + str(m):>10s}" for m in sizes))
     for name, vals in summary.items():
@@ -415,7 +424,8 @@ def confident_check(args):
             for j in range(len(sizes))))
     for r in records:
         del r["estimates"]
-    return {"sizes": sizes, "resamples": args.resamples, "summary": summary,
+    return {"sizes": sizes, "resamples": [evaluation_sets(args, m) for m in sizes],
+            "summary": summary,
             "efficiency_bound": bound, "ratio": [p[0] for p in paired],
             "ratio_interval": [[p[1], p[2]] for p in paired],
             "wins": [p[3] for p in paired], "clearly_lower_higher": clear,
@@ -423,8 +433,12 @@ def confident_check(args):
             "pools": {k: float(v.mean()) for k, v in pools.items()}}
 
 
-def interval_coverage(args, rng, pools):
-    """How often the default's 95% intervals contain the estimate and the truth."""
+def interval_coverage(args, rng, pools, estimator=calibration_error):
+    """How often the default's 95% intervals contain the estimate and the truth.
+
+    ``estimator(y, s)`` returns a result with ``estimate`` and ``confidence_interval``
+    (the default: :func:`calibration_error`).
+    """
     out = {}
     g = MISCALIBRATIONS["temperature 1.5 (overconfident)"]
     for m in args.coverage_sizes:
@@ -437,7 +451,7 @@ def interval_coverage(args, rng, pools):
             for _ in range(args.coverage_reps):
                 idx = rng.integers(0, len(pool), m)
                 s, y = pool[idx], (rng.random(m) < eta[idx]).astype(np.int64)
-                r = calibration_error(y, s)
+                r = estimator(y, s)
                 seed = int(rng.integers(1 << 31))
                 for meth in counts:
                     ci = r.confidence_interval(random_state=seed, method=meth)
@@ -484,6 +498,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="a tiny run (seconds)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resamples", type=int, default=100, help="evaluation sets per size")
+    ap.add_argument("--large-resamples", type=int, metavar="N", help="evaluation sets at "
+                    "n >= 10^5 in the confident regime (default: a fifth of --resamples)")
     ap.add_argument("--progress", action="store_true", help="report progress on stderr")
     ap.add_argument("--save", metavar="PATH", help="also write the JSON output to PATH")
     ap.add_argument("--confident-check", type=int, nargs="+", metavar="N",

@@ -86,10 +86,15 @@ def test_candidates_quick_run(tmp_path):
     run_script("ece_candidates.py", "--quick", "--save", str(path))
     out = json.loads(path.read_text())
     names = list(out["median_p95"])
-    assert len(names) == 16 and names[-1].startswith("reference")
+    assert len(names) == 17 and names[-1].startswith("reference")
     assert all(len(v) == 2 and all(x >= 0 for x in v) for v in out["median_p95"].values())
     calibrated = next(iter(out["calibrated"].values()))["mean_estimate"]
     assert calibrated[names[-1]] == [0.0, 0.0]  # g(s) = s: the sign is 0 everywhere
     assert all(low <= r <= high for v in out["ratio_to_legacy"].values() for r, low, high, _ in v)
     assert all(low <= legacy for low, legacy in zip(out["lowest_per_distribution"],
                                                     out["median_p95"][names[0]]))
+    # per-distribution paired intervals: a count of clearly lower / higher per size
+    n_dist = len(out["records"])
+    assert set(out["clearly_lower_higher"]) == set(names[1:])
+    assert all(0 <= lo + hi <= n_dist for v in out["clearly_lower_higher"].values()
+               for lo, hi in v)

@@ -616,6 +616,20 @@ def _silverman(sd, iqr, n):
     return 0.9 * a * float(n) ** (-0.2)
 
 
+# bandwidth="undersmoothed": Silverman's bandwidth up to this many forecasts, shrinking as
+# n**(-1/3) beyond (chosen in benchmarks/ece_candidates.py among 1000, 3000 and 10000; see
+# calibration_error)
+_UNDERSMOOTH_FROM = 10_000
+
+
+def _undersmoothing(n):
+    """``h / h_Silverman`` of ``bandwidth="undersmoothed"`` at ``n`` forecasts: 1 up to
+    ``_UNDERSMOOTH_FROM``, ``(n / _UNDERSMOOTH_FROM)**(1/5 - 1/3)`` beyond (continuous)."""
+    if n <= _UNDERSMOOTH_FROM:
+        return 1.0
+    return (n / _UNDERSMOOTH_FROM) ** (1.0 / 5.0 - 1.0 / 3.0)
+
+
 # Forecasts are clipped to [_LOGIT_EPS, 1 - _LOGIT_EPS] before the logit: 1 - 2**-53 is
 # the largest double below 1, so only forecasts within 1.1e-16 of 0 or 1 are merged.
 _LOGIT_EPS = 2.0**-53
@@ -632,7 +646,7 @@ class _KDESpec:
 
     def __init__(self, columns, bandwidth, smoothing, grid_size, scale="probability"):
         self.columns = columns
-        self.bandwidth = bandwidth  # "silverman" or float (in units of the scale)
+        self.bandwidth = bandwidth  # a rule name or a float (in units of the scale)
         self.residual = smoothing == "residual"
         self.smoothing = smoothing
         self.grid_size = grid_size
@@ -647,7 +661,7 @@ class _KDESpec:
         self._coords = {}
 
     def describe(self):
-        bw = "'silverman'" if isinstance(self.bandwidth, str) else f"{self.bandwidth:g}"
+        bw = repr(self.bandwidth) if isinstance(self.bandwidth, str) else f"{self.bandwidth:g}"
         return (f"kde(bandwidth={bw}, smoothing={self.smoothing!r}, scale={self.scale!r}, "
                 f"grid_size={self.grid_size})")
 
@@ -723,6 +737,8 @@ class _KDESpec:
         sd = np.sqrt(np.maximum(mom[:, 2] / total - mean**2, 0.0))
         q = _grid_quantiles(dens, total, (0.25, 0.75), self.step)
         h = _silverman(sd, q[:, 1] - q[:, 0], self.n_eff)
+        if self.bandwidth == "undersmoothed":
+            h = h * _undersmoothing(self.n_eff)
         return np.maximum(h, 2.0 * self.step)
 
     def smooth(self, hist, h):
@@ -810,7 +826,7 @@ def _kde_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting, label, s
     smoothing = check_option(smoothing, "smoothing", ("residual", "labels"))
     scale = check_option(scale, "scale", ("probability", "logit"))
     if isinstance(bandwidth, str):
-        bandwidth = check_option(bandwidth, "bandwidth", ("silverman",))
+        bandwidth = check_option(bandwidth, "bandwidth", ("silverman", "undersmoothed"))
     elif scale == "probability":
         bandwidth = check_float(bandwidth, "bandwidth", low=2.0 / (grid_size - 1))
     else:  # two grid steps of the logits' range: checked once the range is known
@@ -846,10 +862,13 @@ def kde_calibration_error(
         0/1 outcomes (1-d ``y_prob``) or class labels (2-d ``y_prob``).
     y_prob : array-like of shape (n_samples,) or (n_samples, K)
         Forecast probabilities.
-    bandwidth : "silverman" or float, default="silverman"
+    bandwidth : {"silverman", "undersmoothed"} or float, default="silverman"
         Kernel standard deviation; ``"silverman"`` uses Silverman's rule on the scores
         (interquartile range read from the grid histogram, to within one grid step),
-        floored at two grid steps. A float must be at least two grid steps.
+        floored at two grid steps. ``"undersmoothed"`` is Silverman's rule up to 10^4
+        forecasts and shrinks as ``n**(-1/3)`` beyond (continuously; see
+        :func:`calibration_error`, which uses it). A float must be at least two grid
+        steps.
     smoothing : {"residual", "labels"}, default="residual"
         Smooth the residuals ``y_i - s_i`` (``N`` above), or smooth the labels and
         subtract the grid score (``LCE = sum K y / sum K - s``, Posocco & Bonnefoy's
@@ -927,11 +946,25 @@ def calibration_error(
 ) -> CalibrationErrorResult:
     """The expected calibration error by structcal's recommended estimator.
 
-    This is :func:`kde_calibration_error` with ``scale="logit"`` (Silverman's bandwidth
-    on the logits of the forecasts, smoothed residuals): the kernel works on
-    ``logit(s)``, where forecasts piled up near 0 or 1 (confident models, structured
-    events) are spread out and the bandwidth does not collapse to the grid as it does
-    on the probability scale.
+    This is :func:`kde_calibration_error` with ``scale="logit"`` and
+    ``bandwidth="undersmoothed"`` (Silverman's bandwidth on the logits of the forecasts up
+    to 10^4 forecasts, shrinking as ``n**(-1/3)`` beyond; smoothed residuals): the kernel
+    works on ``logit(s)``, where forecasts piled up near 0 or 1 (confident models,
+    structured events) are spread out and the bandwidth does not collapse to the grid as
+    it does on the probability scale.
+
+    *Why undersmooth at large n.* Smoothing with bandwidth ``h`` biases the estimate by
+    about ``h**2`` where the calibration error changes with the score, while its noise
+    shrinks as ``n**(-1/2)``. Silverman's ``h ~ n**(-1/5)`` leaves a bias of order
+    ``n**(-2/5)``, which at large ``n`` exceeds the noise; ``h ~ n**(-1/3)`` makes it
+    ``n**(-2/3)``, below the noise. With 400 evaluation sets at 10^4 and 80 at 10^5 on
+    the 16 confident distributions below, over seeds 3, 11 and 17
+    (``python benchmarks/ece_candidates.py --seed S --sizes 10000 100000 --resamples 400
+    --only "n = 10000" --per-distribution``; ``benchmarks/results/ece_undersmoothing.txt``)
+    the median ratio of its 95th-percentile error to 15 bins' is 0.98, 0.98 and 1.00 at
+    10^5 (Silverman's rule: 1.00, 0.99, 1.00), and no distribution is clearly worse
+    than 15 bins (Silverman's rule: one, the OCR marginals at temperature 0.7, 1.20
+    [1.08, 1.35]). Up to 10^4 forecasts the two rules are the same.
 
     ``benchmarks/ece_estimator_study.py`` supports the choice (median over score
     distributions of the 95th-percentile relative error ``|estimate - truth| / truth``;
@@ -942,13 +975,15 @@ def calibration_error(
     0.62 at n = 500) and the class-wise one (1.70 vs 2.84, 0.80 vs 1.44, 0.41 vs 0.47).
     On confident forecasters (16 distributions: the OCR chain CRF's marginal events and
     logit-normal forecasts with means 0.9-0.99, under four known miscalibrations) it is
-    below at n = 100 and 1000 (1.37 vs 1.96, 0.41 vs 0.48) and level at n = 10^4 and
-    10^5 (0.150 vs 0.150, 0.046 vs 0.047). There both are at the efficiency bound: the
-    95th-percentile error of an efficient estimator, whose error is only the sampling
-    noise of the sample itself, has a median of 0.150 and 0.047 over these distributions,
-    and an estimator told the true sign of the miscalibration reads 0.146 and 0.048
-    (with 400 evaluation sets the default reads 0.139 and 15 bins 0.145 at n = 10^4,
-    paired 95% interval of the ratio [0.80, 1.02]). No estimator measured is clearly
+    clearly below at n = 100 and 1000 (1.37 vs 1.96, 0.41 vs 0.48) and below within the
+    noise at n = 10^4 and 10^5: with 400 and 80 evaluation sets per distribution it
+    reads 0.139 vs 0.145 (paired 95% interval of the ratio [0.80, 1.02]) and 0.0467 vs
+    0.0474 ([0.92, 1.06]), clearly higher on none of the 16 distributions
+    (``benchmarks/results/ece_confident_check.txt``). There both are at the efficiency
+    bound: the 95th-percentile error of an efficient estimator, whose error is only the
+    sampling noise of the sample itself, has a median of 0.150 and 0.0475 over these
+    distributions, and an estimator told the true sign of the miscalibration reads 0.146
+    and 0.048. No estimator measured is clearly
     below 15 bins there (``benchmarks/ece_candidates.py``: wider, faster-shrinking or
     cross-validated bandwidths, kernel sums debiased by their noise, witness
     estimators); the lowest error any of them reaches on each distribution, picked with
@@ -975,8 +1010,8 @@ def calibration_error(
     -------
     CalibrationErrorResult
     """
-    return kde_calibration_error(y_true, y_prob, scale="logit", setting=setting, label=label,
-                                 sample_weight=sample_weight)
+    return kde_calibration_error(y_true, y_prob, scale="logit", bandwidth="undersmoothed",
+                                 setting=setting, label=label, sample_weight=sample_weight)
 
 
 def _single_column_spec(y_true, y_prob, bandwidth, smoothing, grid_size, setting, label,
@@ -1014,8 +1049,8 @@ def local_calibration_error(
         0/1 outcomes or class labels.
     y_prob : array-like of shape (n_samples,) or (n_samples, K)
         Forecast probabilities.
-    bandwidth : "silverman" or float, default="silverman"
-        Kernel standard deviation.
+    bandwidth : {"silverman", "undersmoothed"} or float, default="silverman"
+        Kernel standard deviation (see :func:`kde_calibration_error`).
     smoothing : {"residual", "labels"}, default="residual"
         What is smoothed (see :func:`kde_calibration_error`).
     scale : {"probability", "logit"}, default="probability"
