@@ -246,6 +246,95 @@ def test_graph_input_fit_apply(work):
     assert code == 2 and not (work / "x.csv").exists()
 
 
+def _typed_graphs(path, n, seed, *, expand=False, labels=True):
+    """Cycles and paths whose edges have 3 types (chords of cycles a third type).
+
+    With ``expand`` the same graphs are written with one matrix per edge instead.
+    """
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 6, size=n)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    parts, types = [], []
+    for g, s in enumerate(sizes):
+        first = offsets[g]
+        parts.append(np.column_stack([first + np.arange(s - 1), first + np.arange(1, s)]))
+        types.append(np.arange(s - 1) % 2)           # alternating types along the path
+        if s >= 3:
+            parts.append([[first, first + s - 1]])
+            types.append([2])
+    edges, edge_type = np.concatenate(parts), np.concatenate(types)
+    pairwise = rng.standard_normal((3, K, K))
+    unary = 2 * rng.standard_normal((offsets[-1], K))
+    arrays = dict(unary=unary, offsets=offsets, edges=edges)
+    if expand:
+        arrays["pairwise"] = pairwise[edge_type]
+    else:
+        arrays |= dict(pairwise=pairwise, edge_type=edge_type)
+    if labels:
+        arrays["labels"] = unary.argmax(1)
+    np.savez(path, **arrays)
+    return arrays
+
+
+def test_typed_graph_input_equals_per_edge_matrices(work):
+    """Graphs with `edge_type` (fit and apply as a user runs them, in a subprocess; evaluate
+    in-process): the same numbers, to the bit, as the same graphs given one pairwise matrix
+    per edge."""
+    d = work / "typed"
+    d.mkdir()
+    for name, n, seed in (("fit", 120, 11), ("test", 30, 12)):
+        _typed_graphs(d / f"{name}.npz", n, seed)
+        _typed_graphs(d / f"{name}_x.npz", n, seed, expand=True)
+    opts = ["--forecaster", "knn", "--features", "phi_mp1,phi_mg1,phi_mg2"]
+    for argv in (["fit", "fit.npz", "-o", "rec", *opts],
+                 ["apply", "rec", "test.npz", "-o", "events.csv"]):
+        r = _run(*argv, cwd=d)
+        assert r.returncode == 0, (argv, r.stderr)
+    assert main(["fit", str(d / "fit_x.npz"), "-o", str(d / "rec_x"), *opts, "-q"]) == 0
+    assert main(["apply", str(d / "rec_x"), str(d / "test_x.npz"), "-o", str(d / "events_x.csv"),
+                 "-q"]) == 0
+    for x in ("", "_x"):
+        assert main(["evaluate", str(d / f"rec{x}"), str(d / f"test{x}.npz"), "-o",
+                     str(d / f"report{x}.json"), "-q"]) == 0
+    rows = []
+    for f in ("events.csv", "events_x.csv"):
+        with open(d / f) as fh:
+            rows.append(list(csv.DictReader(fh)))
+    assert len(rows[0]) > 30 and {r["kind"] for r in rows[0]} == {"map", "marginal"}
+    assert rows[0] == rows[1]   # every column, floats in their exact (repr) form
+    reports = [json.loads((d / f).read_text())["results"] for f in ("report.json", "report_x.json")]
+    assert set(reports[0]) == {"pooled", "map", "marginal"} and reports[0] == reports[1]
+
+
+def test_bad_edge_type_exit_2_naming_the_file(work, capsys):
+    d = work / "typed_bad"
+    d.mkdir()
+    good = _typed_graphs(d / "ok.npz", 4, 13)
+    m = good["edges"].shape[0]
+    cases = {
+        "range": ({**good, "edge_type": np.where(np.arange(m) == 1, 3, good["edge_type"])},
+                  "`edge_type` must lie in 0..2 (n_types = 3 matrices in `pairwise`); "
+                  "edge_type[1] = 3"),
+        "shape": ({**good, "edge_type": good["edge_type"][:-1]},
+                  f"`edge_type` must have shape (n_edges,) = ({m},)"),
+        "float": ({**good, "edge_type": good["edge_type"] + 0.5}, "must hold integers"),
+        "flat": ({**good, "pairwise": good["pairwise"][0]}, "3-d `pairwise` (n_types, K, K)"),
+        "potts": ({**{k: v for k, v in good.items() if k != "pairwise"}, "potts": np.array(1.0)},
+                  "got `potts`"),
+        "chain": ({"unary": good["unary"], "offsets": good["offsets"], "labels": good["labels"],
+                   "transitions": np.zeros((K, K)), "edge_type": good["edge_type"]},
+                  "`edge_type` is for graphs"),
+        "untyped": ({k: v for k, v in good.items() if k != "edge_type"}, "or give `edge_type`"),
+    }
+    for name, (arrays, message) in cases.items():
+        np.savez(d / f"{name}.npz", **arrays)
+        assert main(["fit", str(d / f"{name}.npz"), "-o", str(d / "m")]) == 2, name
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(d / f"{name}.npz") in err, (name, err)
+        assert message in err, (name, err)
+    assert not (d / "m.npz").exists() and not (d / "m.json").exists()
+
+
 def _bad_inputs(d):
     good = _chains(d / "ok.npz", 5, 9)
     cases = {

@@ -40,6 +40,8 @@ input .npz arrays (a batch of chains or graphs laid end to end, K labels):
   graphs:
     edges              (n_edges, 2) int     global node indices, grouped by graph
     pairwise           (K, K) or (n_edges, K, K), or
+                       (n_types, K, K) with edge_type: one matrix per edge type
+    edge_type          (n_edges,) int       optional: each edge's type, in 0..n_types-1
     potts              () or (n_edges,) float  Potts weights
   labels               (n_tokens,) int      gold labels in 0..K-1 (fit, evaluate)
   unstructured_scores  (n_tokens, K) float  optional: an unstructured classifier's
@@ -58,7 +60,7 @@ CRFsuite model + CoNLL tokens (--crfsuite MODEL, data = a text file):
 
 _KNOWN = {
     "unary", "scores", "lengths", "offsets", "transitions", "pairwise", "start", "end",
-    "edges", "potts", "labels", "unstructured_scores",
+    "edges", "edge_type", "potts", "labels", "unstructured_scores",
 }
 
 
@@ -197,15 +199,39 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
             edge_offsets = np.searchsorted(graph, np.arange(offsets.shape[0]), side="left")
             if ("pairwise" in arrays) == ("potts" in arrays):
                 raise InputError(f"{path}: graphs need exactly one of `pairwise` and `potts`")
+            edge_type = None
+            if "edge_type" in arrays:
+                pairwise = arrays.get("pairwise")
+                if pairwise is None or pairwise.ndim != 3:
+                    got = "`potts`" if pairwise is None else f"`pairwise` of shape {pairwise.shape}"
+                    raise InputError(
+                        f"{path}: `edge_type` (n_edges,) picks one of the matrices of a 3-d "
+                        f"`pairwise` (n_types, K, K); got {got}"
+                    )
+                edge_type = _int_array(arrays, "edge_type", path, 1)
+                n_edges, n_types = edges.shape[0], pairwise.shape[0]
+                if edge_type.shape != (n_edges,):
+                    raise InputError(
+                        f"{path}: `edge_type` must have shape (n_edges,) = ({n_edges},) (one "
+                        f"type per row of `edges`); got {edge_type.shape}"
+                    )
+                bad = (edge_type < 0) | (edge_type >= n_types)
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise InputError(
+                        f"{path}: `edge_type` must lie in 0..{n_types - 1} (n_types = {n_types} "
+                        f"matrices in `pairwise`); edge_type[{i}] = {int(edge_type[i])}"
+                    )
             pot = GraphPotentials(
                 unary, offsets, edges, edge_offsets, arrays.get("pairwise"),
-                potts=arrays.get("potts"),
+                edge_type=edge_type, potts=arrays.get("potts"),
             )
             pred = StructuredPrediction(pot, unstructured_scores=scores, **(graph_options or {}))
         else:
             structure = "chain"
-            if "potts" in arrays:
-                raise InputError(f"{path}: `potts` is for graphs (with `edges`)")
+            for name in ("potts", "edge_type"):
+                if name in arrays:
+                    raise InputError(f"{path}: `{name}` is for graphs (with `edges`)")
             if ("transitions" in arrays) == ("pairwise" in arrays):
                 raise InputError(
                     f"{path}: chains need exactly one of `transitions` (K, K) and `pairwise` "
