@@ -119,6 +119,27 @@ def _int_array(arrays, name, path, ndim):
     return a.astype(np.int64)
 
 
+def _index_array(arrays, name, path, rows, values):
+    """Read integers in ``0..n - 1``, one per row (labels, edge types).
+
+    ``rows`` is ``(n_rows, what a row is)``, ``values`` is ``(n, where n comes from)``,
+    both for the messages, which name the file.
+    """
+    (n_rows, row), (n, source) = rows, values
+    a = _int_array(arrays, name, path, 1)
+    if a.shape != (n_rows,):
+        raise InputError(f"{path}: `{name}` must have shape ({n_rows},) (one per {row}); "
+                         f"got {a.shape}")
+    bad = (a < 0) | (a >= n)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{path}: `{name}` must lie in 0..{n - 1} ({source}); "
+            f"{name}[{i}] = {int(a[i])} ({int(bad.sum())} out of range)"
+        )
+    return a
+
+
 def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
     """Read a batch from an ``.npz`` file (see :data:`NPZ_FORMAT`).
 
@@ -171,19 +192,8 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
         offsets = _int_array(arrays, "offsets", path, 1)
     labels = None
     if "labels" in arrays:
-        labels = _int_array(arrays, "labels", path, 1)
-        if labels.shape != (n_tokens,):
-            raise InputError(
-                f"{path}: `labels` must have shape ({n_tokens},) (one per row of `{key}`); "
-                f"got {labels.shape}"
-            )
-        bad = (labels < 0) | (labels >= K)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(
-                f"{path}: `labels` must lie in 0..{K - 1} (K = {K} columns of `{key}`); "
-                f"labels[{i}] = {int(labels[i])} ({int(bad.sum())} out of range)"
-            )
+        labels = _index_array(arrays, "labels", path, (n_tokens, f"row of `{key}`"),
+                              (K, f"K = {K} columns of `{key}`"))
     elif need_labels:
         raise InputError(f"{path}: missing array `labels` (n_tokens,): gold labels are needed here")
     scores = arrays.get("unstructured_scores")
@@ -218,20 +228,11 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
                         f"{path}: `edge_type` (n_edges,) picks one of the matrices of a 3-d "
                         f"`pairwise` (n_types, K, K); got {got}"
                     )
-                edge_type = _int_array(arrays, "edge_type", path, 1)
-                n_edges, n_types = edges.shape[0], pairwise.shape[0]
-                if edge_type.shape != (n_edges,):
-                    raise InputError(
-                        f"{path}: `edge_type` must have shape (n_edges,) = ({n_edges},) (one "
-                        f"type per row of `edges`); got {edge_type.shape}"
-                    )
-                bad = (edge_type < 0) | (edge_type >= n_types)
-                if bad.any():
-                    i = int(np.flatnonzero(bad)[0])
-                    raise InputError(
-                        f"{path}: `edge_type` must lie in 0..{n_types - 1} (n_types = {n_types} "
-                        f"matrices in `pairwise`); edge_type[{i}] = {int(edge_type[i])}"
-                    )
+                n_types = pairwise.shape[0]
+                edge_type = _index_array(
+                    arrays, "edge_type", path, (edges.shape[0], "row of `edges`"),
+                    (n_types, f"n_types = {n_types} matrices in `pairwise`"),
+                )
             pot = GraphPotentials(
                 unary, offsets, edges, edge_offsets, arrays.get("pairwise"),
                 edge_type=edge_type, potts=arrays.get("potts"),
