@@ -621,7 +621,8 @@ def test_crfsuite_conll_with_the_users_token_features(conll, custom_conll, monke
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("nonexistent_mod_xyz:f", "cannot import nonexistent_mod_xyz (ModuleNotFoundError"),
+    ("nonexistent_mod_xyz:f", "cannot import nonexistent_mod_xyz (ModuleNotFoundError: No "
+     "module named 'nonexistent_mod_xyz'); put its folder on PYTHONPATH"),
     ("my_feats:nope", "my_feats has no attribute 'nope'"),
     ("my_feats:NOT_CALLABLE", "my_feats.NOT_CALLABLE is not a function (it is of type int)"),
     ("my_feats:raises", "raised ValueError: boom (on the sentences of"),

@@ -338,8 +338,11 @@ def load_token_features(spec: str):
     except InputError:
         raise
     except Exception as exc:  # the user's module: any error while importing it
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]:
+            hint = "; put its folder on PYTHONPATH, or give path/to/file.py:FUNCTION"
         raise InputError(
-            f"{where}: cannot import {module_name} ({type(exc).__name__}: {exc})"
+            f"{where}: cannot import {module_name} ({type(exc).__name__}: {exc}){hint}"
         ) from None
     if not hasattr(module, attr):
         raise InputError(f"{where}: {module_name} has no attribute {attr!r}")
