@@ -359,7 +359,7 @@ def _sequence(x) -> bool:
 
 
 def token_features_of(fn, spec: str, sentences: list, path: Path) -> list:
-    """``fn(sentences)``, checked: one list per sentence of one feature dict per token.
+    """Call ``fn(sentences)``; check one list per sentence of one feature dict per token.
 
     A token's features may also be a list of attribute names (python-crfsuite accepts
     both); the values inside are checked by the CRFsuite adapter. Errors name the option
@@ -391,7 +391,7 @@ def token_features_of(fn, spec: str, sentences: list, path: Path) -> list:
             )
         for j, tok in enumerate(feats):
             if not (isinstance(tok, dict) or (_sequence(tok) and all(
-                    isinstance(a, str) for a in tok))):
+                    isinstance(a, (str, bytes)) for a in tok))):
                 raise InputError(
                     f"{where}: token {j} of sentence {i} of {path}: its features must be a "
                     f"dict (or a list of attribute names); got a {type(tok).__name__}"
