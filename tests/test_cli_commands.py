@@ -246,6 +246,92 @@ def test_graph_input_fit_apply(work):
     assert code == 2 and not (work / "x.csv").exists()
 
 
+def _typed_graphs(path, n, seed, *, expand=False, labels=True):
+    """Cycles and paths whose edges have 3 types (chords of cycles a third type).
+
+    With ``expand`` the same graphs are written with one matrix per edge instead.
+    """
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 6, size=n)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    parts, types = [], []
+    for g, s in enumerate(sizes):
+        first = offsets[g]
+        parts.append(np.column_stack([first + np.arange(s - 1), first + np.arange(1, s)]))
+        types.append(np.arange(s - 1) % 2)           # alternating types along the path
+        if s >= 3:
+            parts.append([[first, first + s - 1]])
+            types.append([2])
+    edges, edge_type = np.concatenate(parts), np.concatenate(types)
+    pairwise = rng.standard_normal((3, K, K))
+    unary = 2 * rng.standard_normal((offsets[-1], K))
+    arrays = dict(unary=unary, offsets=offsets, edges=edges)
+    if expand:
+        arrays["pairwise"] = pairwise[edge_type]
+    else:
+        arrays |= dict(pairwise=pairwise, edge_type=edge_type)
+    if labels:
+        arrays["labels"] = unary.argmax(1)
+    np.savez(path, **arrays)
+    return arrays
+
+
+def test_typed_graph_input_equals_per_edge_matrices(work):
+    """Graphs with `edge_type` (fit as a user runs it, in a subprocess; apply and evaluate
+    in-process, which read the file with the same code): the same numbers, to the bit, as
+    the same graphs given one pairwise matrix per edge."""
+    d = work / "typed"
+    d.mkdir()
+    for name, n, seed in (("fit", 120, 11), ("test", 30, 12)):
+        _typed_graphs(d / f"{name}.npz", n, seed)
+        _typed_graphs(d / f"{name}_x.npz", n, seed, expand=True)
+    opts = ["--forecaster", "knn", "--features", "phi_mp1,phi_mg1,phi_mg2"]
+    r = _run("fit", "fit.npz", "-o", "rec", *opts, cwd=d)
+    assert r.returncode == 0, r.stderr
+    assert main(["fit", str(d / "fit_x.npz"), "-o", str(d / "rec_x"), *opts, "-q"]) == 0
+    for x in ("", "_x"):
+        assert main(["apply", str(d / f"rec{x}"), str(d / f"test{x}.npz"), "-o",
+                     str(d / f"events{x}.csv"), "-q"]) == 0
+        assert main(["evaluate", str(d / f"rec{x}"), str(d / f"test{x}.npz"), "-o",
+                     str(d / f"report{x}.json"), "-q"]) == 0
+    rows = []
+    for f in ("events.csv", "events_x.csv"):
+        with open(d / f) as fh:
+            rows.append(list(csv.DictReader(fh)))
+    assert len(rows[0]) > 30 and {r["kind"] for r in rows[0]} == {"map", "marginal"}
+    assert rows[0] == rows[1]   # every column, floats in their exact (repr) form
+    reports = [json.loads((d / f).read_text())["results"] for f in ("report.json", "report_x.json")]
+    assert set(reports[0]) == {"pooled", "map", "marginal"} and reports[0] == reports[1]
+
+
+def test_bad_edge_type_exit_2_naming_the_file(tmp_path, capsys):
+    d = tmp_path
+    good = _typed_graphs(d / "ok.npz", 4, 13)
+    m = good["edges"].shape[0]
+    cases = {
+        "range": ({**good, "edge_type": np.where(np.arange(m) == 1, 3, good["edge_type"])},
+                  "`edge_type` must lie in 0..2 (n_types = 3 matrices in `pairwise`); "
+                  "edge_type[1] = 3"),
+        "shape": ({**good, "edge_type": good["edge_type"][:-1]},
+                  f"`edge_type` must have shape ({m},) (one per row of `edges`)"),
+        "float": ({**good, "edge_type": good["edge_type"] + 0.5}, "must hold integers"),
+        "flat": ({**good, "pairwise": good["pairwise"][0]}, "3-d `pairwise` (n_types, K, K)"),
+        "potts": ({**{k: v for k, v in good.items() if k != "pairwise"}, "potts": np.array(1.0)},
+                  "got `potts`"),
+        "chain": ({"unary": good["unary"], "offsets": good["offsets"], "labels": good["labels"],
+                   "transitions": np.zeros((K, K)), "edge_type": good["edge_type"]},
+                  "`edge_type` is for graphs"),
+        "untyped": ({k: v for k, v in good.items() if k != "edge_type"}, "or give `edge_type`"),
+    }
+    for name, (arrays, message) in cases.items():
+        np.savez(d / f"{name}.npz", **arrays)
+        assert main(["fit", str(d / f"{name}.npz"), "-o", str(d / "m")]) == 2, name
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(d / f"{name}.npz") in err, (name, err)
+        assert message in err, (name, err)
+    assert not (d / "m.npz").exists() and not (d / "m.json").exists()
+
+
 def _bad_inputs(d):
     good = _chains(d / "ok.npz", 5, 9)
     cases = {
@@ -418,3 +504,152 @@ def test_crfsuite_conll_input(conll, capsys):
     assert main(["fit", str(d / "recal.conll"), "--crfsuite", model, "-o", str(d / "x"),
                  "--kinds", "contains_entity:nonsense"]) == 2
     assert "nonsense" in capsys.readouterr().err
+
+
+#: A user's own token features, in a module the tests write (``my_feats.py``).
+MY_FEATURES = '''
+def _attrs(sent, i):
+    w = sent[i]
+    prev = sent[i - 1].lower() if i else "<s>"
+    return {"w": w.lower(), "suf": w[-2:], "cap": w[:1].isupper(), "prev": prev}
+
+def word2features(sentences):
+    return [[_attrs(s, i) for i in range(len(s))] for s in sentences]
+
+def word2attrs(sentences):  # the same attributes as lists of names (python-crfsuite's other form)
+    return [[[f"{k}:{v}" if isinstance(v, str) else k
+              for k, v in _attrs(s, i).items() if v is not False]
+             for i in range(len(s))] for s in sentences]
+
+NOT_CALLABLE = 3
+
+def raises(sentences):
+    raise ValueError("boom")
+
+def too_few(sentences):
+    return word2features(sentences)[:-1]
+
+def short_sentence(sentences):
+    return [f[:-1] for f in word2features(sentences)]
+
+def not_list(sentences):
+    return (f for f in word2features(sentences))
+
+def bad_token(sentences):
+    return [["w=" + w for w in s] for s in sentences]
+
+def bad_value(sentences):
+    return [[{"w": object()} for w in s] for s in sentences]
+'''
+
+
+@pytest.fixture(scope="module")
+def custom_conll(conll):
+    """A CRFsuite model trained on features of ``my_feats.word2features`` (not the default)."""
+    import pycrfsuite
+
+    from structcal.datasets import load_wnut17
+
+    d = conll / "custom"
+    d.mkdir()
+    (d / "my_feats.py").write_text(MY_FEATURES)
+    (d / "broken.py").write_text("def f(sentences:\n")
+    namespace = {}
+    exec(MY_FEATURES, namespace)
+    train = load_wnut17("train").subset(np.arange(300))
+    trainer = pycrfsuite.Trainer(verbose=False)
+    for x, y in zip(namespace["word2features"](train.sentences), train.tag_strings):
+        trainer.append(x, y)
+    trainer.set_params({"c1": 0.05, "c2": 0.01, "max_iterations": 30})
+    trainer.train(str(d / "my.crfsuite"))
+    return d, namespace
+
+
+def test_crfsuite_conll_with_the_users_token_features(conll, custom_conll, monkeypatch, capsys):
+    from structcal.adapters import CRFsuiteModel
+    from structcal.cli._files import read_conll
+    from structcal.datasets import token_features
+    from structcal.prediction import StructuredPrediction
+
+    d, feats = custom_conll
+    model = str(d / "my.crfsuite")
+    # fit as a user runs it: the module found on PYTHONPATH
+    env = {**__import__("os").environ, "PYTHONPATH": str(d)}
+    r = subprocess.run([sys.executable, "-m", "structcal", "fit", str(conll / "recal.conll"),
+                        "--crfsuite", model, "--token-features", "my_feats:word2features",
+                        "-o", "rec", "--kinds", "entity,marginal", "--forecaster", "knn"],
+                       cwd=d, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rec = io.load(d / "rec")
+    assert rec.metadata_["token_features"] == "my_feats:word2features"
+    # apply with the file form of the option, and with lists of attribute names
+    monkeypatch.syspath_prepend(str(d))
+    for spec, out in ((f"{d / 'my_feats.py'}:word2features", "ev.csv"),
+                      ("my_feats:word2attrs", "ev_attrs.csv")):
+        assert main(["apply", str(d / "rec"), str(conll / "new.conll"), "--crfsuite", model,
+                     "--token-features", spec, "-o", str(d / out), "-q"]) == 0
+    assert (d / "ev.csv").read_text() == (d / "ev_attrs.csv").read_text()
+    with open(d / "ev.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    # the library on the user's features gives the same numbers, to the bit; the default
+    # features would score the tokens differently
+    sentences, _ = read_conll(conll / "new.conll")
+    crf = CRFsuiteModel.from_file(model)
+    pot = crf.potentials(feats["word2features"](sentences))
+    assert not np.array_equal(pot.unary, crf.potentials(token_features(sentences)).unary)
+    out = rec.predict(StructuredPrediction(pot))
+    assert len(rows) == out.table.n_events > 50
+    np.testing.assert_array_equal([float(r["calibrated"]) for r in rows], out.forecast)
+    np.testing.assert_array_equal([float(r["raw"]) for r in rows], out.table.raw)
+    assert main(["evaluate", str(d / "rec"), str(conll / "test.conll"), "--crfsuite", model,
+                 "--token-features", "my_feats:word2features", "-o", str(d / "r.json"),
+                 "-q"]) == 0
+    report = json.loads((d / "r.json").read_text())
+    assert {"pooled", "entity", "marginal"} <= set(report["results"])
+    capsys.readouterr()
+    # the recalibrator remembers that it was fitted on the user's features
+    assert main(["apply", str(d / "rec"), str(conll / "new.conll"), "--crfsuite", model,
+                 "-o", str(d / "x.csv")]) == 2
+    assert "give the same --token-features" in capsys.readouterr().err
+    manifest = json.loads((d / "rec.json").read_text())   # as if fitted on the default
+    manifest["metadata"]["token_features"] = None
+    (d / "rec_default.json").write_text(json.dumps(manifest))
+    (d / "rec_default.npz").write_bytes((d / "rec.npz").read_bytes())
+    assert main(["apply", str(d / "rec_default"), str(conll / "new.conll"), "--crfsuite", model,
+                 "--token-features", "my_feats:word2features", "-o", str(d / "x.csv")]) == 2
+    assert "structcal.datasets.token_features (the default)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nonexistent_mod_xyz:f", "cannot import nonexistent_mod_xyz (ModuleNotFoundError: No "
+     "module named 'nonexistent_mod_xyz'); put its folder on PYTHONPATH"),
+    ("my_feats:nope", "my_feats has no attribute 'nope'"),
+    ("my_feats:NOT_CALLABLE", "my_feats.NOT_CALLABLE is not a function (it is of type int)"),
+    ("my_feats:raises", "raised ValueError: boom (on the sentences of"),
+    ("my_feats:too_few", "returned 399 feature sequences for the 400 sentences of"),
+    ("my_feats:short_sentence", "its features must be a list of"),
+    ("my_feats:not_list", "must return a list (one feature sequence per sentence); got a gen"),
+    ("my_feats:bad_token", "token 0 of sentence 0 of"),
+    ("my_feats:bad_value", "(features of --token-features my_feats:bad_value)"),
+    ("missing.py:f", "no such file missing.py"),
+    ("broken.py:f", "cannot import broken.py (SyntaxError"),
+    ("my_feats", "expected MODULE:FUNCTION or path/to/file.py:FUNCTION"),
+])
+def test_bad_token_features_exit_2_and_write_nothing(conll, custom_conll, monkeypatch, capsys,
+                                                     spec, message):
+    d, _ = custom_conll
+    monkeypatch.syspath_prepend(str(d))
+    monkeypatch.chdir(d)
+    argv = ["fit", str(conll / "recal.conll"), "--crfsuite", str(d / "my.crfsuite"),
+            "--token-features", spec, "-o", str(d / "bad")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--token-features {spec}" in err and message in err, err
+    assert not (d / "bad.npz").exists() and not (d / "bad.json").exists()
+
+
+def test_token_features_needs_crfsuite(tmp_path, capsys):
+    _chains(tmp_path / "recal.npz", 5, 1)
+    assert main(["fit", str(tmp_path / "recal.npz"), "-o", str(tmp_path / "x"),
+                 "--token-features", "my_feats:word2features"]) == 2
+    assert "--token-features needs --crfsuite" in capsys.readouterr().err

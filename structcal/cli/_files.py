@@ -10,6 +10,7 @@ into place, so an interrupted or failed command leaves no partial file.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -21,8 +22,8 @@ import numpy as np
 from ..exceptions import StructcalError
 
 __all__ = [
-    "InputError", "Batch", "load_batch", "load_conll_batch", "atomic_path", "NPZ_FORMAT",
-    "CONLL_FORMAT",
+    "InputError", "Batch", "load_batch", "load_conll_batch", "load_token_features",
+    "token_features_of", "atomic_path", "NPZ_FORMAT", "CONLL_FORMAT",
 ]
 
 #: The input format, as shown in ``--help``.
@@ -40,6 +41,8 @@ input .npz arrays (a batch of chains or graphs laid end to end, K labels):
   graphs:
     edges              (n_edges, 2) int     global node indices, grouped by graph
     pairwise           (K, K) or (n_edges, K, K), or
+                       (n_types, K, K) with edge_type: one matrix per edge type
+    edge_type          (n_edges,) int       optional: each edge's type, in 0..n_types-1
     potts              () or (n_edges,) float  Potts weights
   labels               (n_tokens,) int      gold labels in 0..K-1 (fit, evaluate)
   unstructured_scores  (n_tokens, K) float  optional: an unstructured classifier's
@@ -50,15 +53,24 @@ CONLL_FORMAT = """\
 CRFsuite model + CoNLL tokens (--crfsuite MODEL, data = a text file):
   one token per line, columns separated by whitespace: the token first, the gold tag
   last (tags are needed by fit and evaluate; with one column there are none); blank
-  lines end sentences; -DOCSTART- lines are skipped. Each token's CRFsuite features are
+  lines end sentences; -DOCSTART- lines are skipped. Event kinds for entities (entity,
+  contains_entity, all_entities) use the model's tag names with --scheme (default BIO).
+  Each token's CRFsuite features must be those the model was trained on: by default
   structcal.datasets.token_features (the sklearn-crfsuite tutorial's features without
-  part-of-speech tags): the model must have been trained on them. Event kinds for
-  entities (entity, contains_entity, all_entities) use the model's tag names with
-  --scheme (default BIO)."""
+  part-of-speech tags); with --token-features MODULE:FUNCTION (or
+  path/to/file.py:FUNCTION) your own: FUNCTION(sentences) gets the sentences (lists of
+  token strings) and returns one list per sentence holding one feature dict per token
+  (or a list of attribute names), as given to pycrfsuite.Trainer.append. MODULE is
+  imported from the Python path (PYTHONPATH, or an installed package). Give the same
+  --token-features to fit, apply and evaluate. For example, with a file feats.py:
+      def word2features(sentences):
+          return [[{"lower": w.lower(), "istitle": w.istitle()} for w in sent]
+                  for sent in sentences]
+  and give --crfsuite ner.crfsuite --token-features feats.py:word2features."""
 
 _KNOWN = {
     "unary", "scores", "lengths", "offsets", "transitions", "pairwise", "start", "end",
-    "edges", "potts", "labels", "unstructured_scores",
+    "edges", "edge_type", "potts", "labels", "unstructured_scores",
 }
 
 
@@ -105,6 +117,27 @@ def _int_array(arrays, name, path, ndim):
             return a.astype(np.int64)
         raise InputError(f"{path}: `{name}` must hold integers; got dtype {a.dtype}")
     return a.astype(np.int64)
+
+
+def _index_array(arrays, name, path, rows, values):
+    """Read integers in ``0..n - 1``, one per row (labels, edge types).
+
+    ``rows`` is ``(n_rows, what a row is)``, ``values`` is ``(n, where n comes from)``,
+    both for the messages, which name the file.
+    """
+    (n_rows, row), (n, source) = rows, values
+    a = _int_array(arrays, name, path, 1)
+    if a.shape != (n_rows,):
+        raise InputError(f"{path}: `{name}` must have shape ({n_rows},) (one per {row}); "
+                         f"got {a.shape}")
+    bad = (a < 0) | (a >= n)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{path}: `{name}` must lie in 0..{n - 1} ({source}); "
+            f"{name}[{i}] = {int(a[i])} ({int(bad.sum())} out of range)"
+        )
+    return a
 
 
 def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
@@ -159,19 +192,8 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
         offsets = _int_array(arrays, "offsets", path, 1)
     labels = None
     if "labels" in arrays:
-        labels = _int_array(arrays, "labels", path, 1)
-        if labels.shape != (n_tokens,):
-            raise InputError(
-                f"{path}: `labels` must have shape ({n_tokens},) (one per row of `{key}`); "
-                f"got {labels.shape}"
-            )
-        bad = (labels < 0) | (labels >= K)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(
-                f"{path}: `labels` must lie in 0..{K - 1} (K = {K} columns of `{key}`); "
-                f"labels[{i}] = {int(labels[i])} ({int(bad.sum())} out of range)"
-            )
+        labels = _index_array(arrays, "labels", path, (n_tokens, f"row of `{key}`"),
+                              (K, f"K = {K} columns of `{key}`"))
     elif need_labels:
         raise InputError(f"{path}: missing array `labels` (n_tokens,): gold labels are needed here")
     scores = arrays.get("unstructured_scores")
@@ -197,15 +219,30 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
             edge_offsets = np.searchsorted(graph, np.arange(offsets.shape[0]), side="left")
             if ("pairwise" in arrays) == ("potts" in arrays):
                 raise InputError(f"{path}: graphs need exactly one of `pairwise` and `potts`")
+            edge_type = None
+            if "edge_type" in arrays:
+                pairwise = arrays.get("pairwise")
+                if pairwise is None or pairwise.ndim != 3:
+                    got = "`potts`" if pairwise is None else f"`pairwise` of shape {pairwise.shape}"
+                    raise InputError(
+                        f"{path}: `edge_type` (n_edges,) picks one of the matrices of a 3-d "
+                        f"`pairwise` (n_types, K, K); got {got}"
+                    )
+                n_types = pairwise.shape[0]
+                edge_type = _index_array(
+                    arrays, "edge_type", path, (edges.shape[0], "row of `edges`"),
+                    (n_types, f"n_types = {n_types} matrices in `pairwise`"),
+                )
             pot = GraphPotentials(
                 unary, offsets, edges, edge_offsets, arrays.get("pairwise"),
-                potts=arrays.get("potts"),
+                edge_type=edge_type, potts=arrays.get("potts"),
             )
             pred = StructuredPrediction(pot, unstructured_scores=scores, **(graph_options or {}))
         else:
             structure = "chain"
-            if "potts" in arrays:
-                raise InputError(f"{path}: `potts` is for graphs (with `edges`)")
+            for name in ("potts", "edge_type"):
+                if name in arrays:
+                    raise InputError(f"{path}: `{name}` is for graphs (with `edges`)")
             if ("transitions" in arrays) == ("pairwise" in arrays):
                 raise InputError(
                     f"{path}: chains need exactly one of `transitions` (K, K) and `pairwise` "
@@ -258,13 +295,122 @@ def read_conll(path: Path) -> tuple[list, list | None]:
     return sentences, (tags if n_columns and n_columns > 1 else None)
 
 
-def load_conll_batch(path, crfsuite, *, need_labels: bool) -> Batch:
-    """Read CoNLL tokens (see :data:`CONLL_FORMAT`) scored by a CRFsuite model."""
+def load_token_features(spec: str):
+    """Import the function named by ``--token-features`` (see :data:`CONLL_FORMAT`).
+
+    Parameters
+    ----------
+    spec : str
+        ``module:function`` (imported with :func:`importlib.import_module`, dotted names
+        allowed) or ``path/to/file.py:function`` (loaded from that file).
+
+    Returns
+    -------
+    callable
+
+    Raises
+    ------
+    InputError
+        The spec has no ``:``, the module or file cannot be imported (its own error is
+        quoted), it has no such attribute, or the attribute is not callable.
+    """
+    import importlib
+    import importlib.util
+
+    where = f"--token-features {spec}"
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"{where}: expected MODULE:FUNCTION or path/to/file.py:FUNCTION")
+    try:
+        if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+            file = Path(module_name)
+            if not file.is_file():
+                raise InputError(f"{where}: no such file {file}")
+            name = f"_structcal_token_features_{file.stem}"
+            mod_spec = importlib.util.spec_from_file_location(name, file)
+            if mod_spec is None or mod_spec.loader is None:
+                raise InputError(f"{where}: {file} cannot be imported as a Python module")
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[name] = module  # as `import` does (dataclasses, pickling look it up)
+            mod_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except InputError:
+        raise
+    except Exception as exc:  # the user's module: any error while importing it
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]:
+            hint = "; put its folder on PYTHONPATH, or give path/to/file.py:FUNCTION"
+        raise InputError(
+            f"{where}: cannot import {module_name} ({type(exc).__name__}: {exc}){hint}"
+        ) from None
+    if not hasattr(module, attr):
+        raise InputError(f"{where}: {module_name} has no attribute {attr!r}")
+    fn = getattr(module, attr)
+    if not callable(fn):
+        raise InputError(
+            f"{where}: {module_name}.{attr} is not a function (it is of type {type(fn).__name__})"
+        )
+    return fn
+
+
+def _sequence(x) -> bool:
+    return isinstance(x, (list, tuple))
+
+
+def token_features_of(fn, spec: str, sentences: list, path: Path) -> list:
+    """Call ``fn(sentences)``; check one list per sentence of one feature dict per token.
+
+    A token's features may also be a list of attribute names (python-crfsuite accepts
+    both); the values inside are checked by the CRFsuite adapter. Errors name the option
+    and the data file.
+    """
+    where = f"--token-features {spec}"
+    try:
+        X = fn(sentences)
+    except Exception as exc:  # the user's function: whatever it raises is reported
+        raise InputError(
+            f"{where}: raised {type(exc).__name__}: {exc} (on the sentences of {path})"
+        ) from None
+    if not _sequence(X):
+        raise InputError(
+            f"{where}: must return a list (one feature sequence per sentence); got a "
+            f"{type(X).__name__} (on {path})"
+        )
+    if len(X) != len(sentences):
+        raise InputError(
+            f"{where}: returned {len(X)} feature sequences for the {len(sentences)} "
+            f"sentences of {path} (one per sentence)"
+        )
+    for i, (feats, sent) in enumerate(zip(X, sentences)):
+        if not _sequence(feats) or len(feats) != len(sent):
+            got = f"{len(feats)} items" if _sequence(feats) else f"a {type(feats).__name__}"
+            raise InputError(
+                f"{where}: sentence {i} of {path} has {len(sent)} tokens; its features must "
+                f"be a list of {len(sent)} feature dicts (one per token); got {got}"
+            )
+        for j, tok in enumerate(feats):
+            if not (isinstance(tok, dict) or (_sequence(tok) and all(
+                    isinstance(a, (str, bytes)) for a in tok))):
+                raise InputError(
+                    f"{where}: token {j} of sentence {i} of {path}: its features must be a "
+                    f"dict (or a list of attribute names); got a {type(tok).__name__}"
+                )
+    return X
+
+
+def load_conll_batch(path, crfsuite, *, need_labels: bool, token_features=None) -> Batch:
+    """Read CoNLL tokens (see :data:`CONLL_FORMAT`) scored by a CRFsuite model.
+
+    ``token_features`` is the ``--token-features`` spec (``None``: the library's
+    :func:`~structcal.datasets.token_features`).
+    """
     from ..adapters import CRFsuiteModel
-    from ..datasets import token_features
+    from ..datasets import token_features as default_features
     from ..prediction import StructuredPrediction
 
     path = Path(path)
+    features = None if token_features is None else load_token_features(token_features)
     try:
         model = CRFsuiteModel.from_file(crfsuite)
     except (StructcalError, OSError) as exc:
@@ -283,10 +429,15 @@ def load_conll_batch(path, crfsuite, *, need_labels: bool) -> Batch:
         labels = np.array([index[t] for t in flat], dtype=np.int64)
     elif need_labels:
         raise InputError(f"{path}: no gold tags (a second column): they are needed here")
+    if features is None:
+        X, source = default_features(sentences), ""
+    else:
+        X = token_features_of(features, token_features, sentences, path)
+        source = f" (features of --token-features {token_features})"
     try:
-        pot = model.potentials(token_features(sentences))
+        pot = model.potentials(X)
     except StructcalError as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{path}{source}: {exc}") from None
     return Batch(path, StructuredPrediction(pot), labels, "chain", tuple(model.labels))
 
 

@@ -12,8 +12,12 @@ __all__ = ["load_recalibrator", "load_batch_for", "read_input", "calibrate", "ca
 
 def read_input(args, *, need_labels, saved_inference=None):
     """The batch of ``args.data``: an .npz file, or CoNLL tokens with ``--crfsuite``."""
+    token_features = getattr(args, "token_features", None)
     if getattr(args, "crfsuite", None):
-        return load_conll_batch(args.data, args.crfsuite, need_labels=need_labels)
+        return load_conll_batch(args.data, args.crfsuite, need_labels=need_labels,
+                                token_features=token_features)
+    if token_features is not None:
+        raise InputError("--token-features needs --crfsuite MODEL (CoNLL token input)")
     return load_batch(args.data, need_labels=need_labels,
                       graph_options=inference_options(args, saved_inference))
 
@@ -50,6 +54,16 @@ def load_batch_for(rec, args, *, need_labels):
             f"{saved_tags}; give the data as CoNLL tokens with --crfsuite and a model with "
             "those tags"
         )
+    if saved_tags is not None and "token_features" in meta:  # saved since --token-features
+        fitted, given = meta["token_features"], getattr(args, "token_features", None)
+        if (fitted is None) != (given is None):
+            default = "structcal.datasets.token_features (the default)"
+            raise InputError(
+                f"{batch.path}: the recalibrator {args.model} was fitted on CRFsuite scores "
+                f"of tokens featurized by {default if fitted is None else fitted}, but this "
+                f"run uses {default if given is None else given}: give the same "
+                "--token-features as to `structcal fit`"
+            )
     K = meta.get("n_states")
     if K is not None and int(batch.prediction.n_states) != int(K):
         raise InputError(

@@ -163,10 +163,16 @@ def read_lexicon(path, n_states: int, alphabet=None):
 
 
 def add_input_options(parser) -> None:
-    """``--crfsuite``: read the data as CoNLL tokens scored by a CRFsuite model."""
+    """Add ``--crfsuite`` (CoNLL tokens scored by a CRFsuite model) and ``--token-features``."""
     parser.add_argument(
         "--crfsuite", metavar="MODEL", default=None,
         help="a CRFsuite model file: the data file is then CoNLL tokens (see below)",
+    )
+    parser.add_argument(
+        "--token-features", metavar="MODULE:FUNCTION", default=None,
+        help="with --crfsuite: your own token features, FUNCTION(sentences) -> one list of "
+             "feature dicts per sentence (MODULE:FUNCTION or path/to/file.py:FUNCTION; "
+             "default: structcal.datasets.token_features; see below)",
     )
 
 

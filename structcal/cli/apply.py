@@ -36,6 +36,8 @@ examples:
   structcal apply recalibrator new.npz -o events.csv
   structcal apply recalibrator new.npz -o events.parquet      (needs pyarrow)
   structcal apply rec test.conll --crfsuite ner.crfsuite -o events.csv
+  structcal apply rec new.conll --crfsuite ner.crfsuite -o events.csv \\
+      --token-features my_features:word2features
 """
 
 

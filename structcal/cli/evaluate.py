@@ -21,6 +21,8 @@ examples:
   structcal evaluate recalibrator test.npz
   structcal evaluate recalibrator test.npz -o report.json
   structcal evaluate recalibrator test.npz -o report.html   (diagrams need matplotlib)
+  structcal evaluate rec test.conll --crfsuite ner.crfsuite \\
+      --token-features feats.py:word2features
 """
 
 

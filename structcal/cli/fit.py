@@ -25,6 +25,8 @@ examples:
   structcal fit recal.npz -o rec --forecaster tree --random-state 1
   structcal fit recal.npz -o rec --lexicon words.txt --alphabet abcdefghijklmnopqrstuvwxyz
   structcal fit dev.conll --crfsuite ner.crfsuite -o rec --kinds entity,marginal
+  structcal fit dev.conll --crfsuite ner.crfsuite -o rec \\
+      --token-features feats.py:word2features
 
 writes rec.npz + rec.json (structcal's model format: arrays + JSON manifest, no pickle);
 use them with `structcal apply` and `structcal evaluate`.
@@ -115,6 +117,7 @@ def run(args) -> int:
         "n_states": int(batch.prediction.n_states), "inference": options,
         "tag_names": None if batch.tag_names is None else list(batch.tag_names),
         "crfsuite": args.crfsuite,
+        "token_features": args.token_features if args.crfsuite else None,
     })
     print(f"fitted on {batch.n_items} {batch.structure}s of {batch.path} "
           f"({rec.n_events_fit_} events); forecasters: "
