@@ -46,9 +46,16 @@ from .._ragged import offsets_from_lengths
 from .._validation import check_float, check_int, check_option, check_random_state, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from ..features import FEATURE_GROUPS, register_feature
-from . import _kernels
 from .kinds import EventInstances, EventKind, _per_item
 from .nodesets import NodeSetKind, member_values, outer_boundary, segment_reduce
+
+
+def _kernels():
+    """The Numba kernels of this module (imported on first use: importing Numba costs
+    about 0.2 s, which ``import structcal`` does not pay)."""
+    from . import _kernels as kernels
+
+    return kernels
 
 __all__ = [
     "ObjectEvents",
@@ -100,7 +107,7 @@ def label_components(labels, indptr, indices, background=0) -> tuple[np.ndarray,
     """
     labels = np.ascontiguousarray(labels, dtype=np.int64)
     component = np.empty(labels.shape[0], dtype=np.int64)
-    n_comp = _kernels.components(
+    n_comp = _kernels().components(
         labels, np.ascontiguousarray(indptr, dtype=np.int64),
         np.ascontiguousarray(indices, dtype=np.int64), -1 if background is None else background,
         component, np.empty(labels.shape[0], dtype=np.int64),
@@ -139,7 +146,7 @@ def match_objects(component, n_components, gold_component, n_gold) -> tuple[np.n
     """
     best = np.empty(n_components)
     gold_best = np.empty(n_gold)
-    _kernels.match(np.ascontiguousarray(component, dtype=np.int64), int(n_components),
+    _kernels().match(np.ascontiguousarray(component, dtype=np.int64), int(n_components),
                    np.ascontiguousarray(gold_component, dtype=np.int64), int(n_gold), best,
                    gold_best)
     return best, gold_best
@@ -155,7 +162,7 @@ def _components_of(pred, labels, background, key=None):
 def _sample_labelings(marginals, rng):
     """One labeling drawn node by node from the rows of ``marginals``."""
     out = np.empty(marginals.shape[0], dtype=np.int64)
-    _kernels.sample_rows(np.ascontiguousarray(marginals), rng.random(marginals.shape[0]), out)
+    _kernels().sample_rows(np.ascontiguousarray(marginals), rng.random(marginals.shape[0]), out)
     return out
 
 
@@ -213,7 +220,7 @@ def _sample_matches(pred, background, n_samples, random_state, source):
 def _first_nodes(component, n_components):
     """The smallest node of each component."""
     out = np.full(n_components, -1, dtype=np.int64)
-    _kernels.first_nodes(np.ascontiguousarray(component, dtype=np.int64), out)
+    _kernels().first_nodes(np.ascontiguousarray(component, dtype=np.int64), out)
     return out
 
 
@@ -481,7 +488,7 @@ def _object_solidity(ctx):
     xy = np.asarray(_node_data(ctx, "coords", "object_solidity"), dtype=np.float64)
     ev = ctx.events
     area = np.empty(len(ev))
-    _kernels.pixel_hull_areas(np.ascontiguousarray(xy[ev.members, 0]),
+    _kernels().pixel_hull_areas(np.ascontiguousarray(xy[ev.members, 0]),
                               np.ascontiguousarray(xy[ev.members, 1]),
                               np.ascontiguousarray(ev.member_offsets, dtype=np.int64), area)
     return np.diff(ev.member_offsets) / area
