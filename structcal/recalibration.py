@@ -779,9 +779,24 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             return method, {}, {}
         if r is None:
             return "forecaster", {}, {}
-        n_folds = min(int(self.cv), np.unique(items).shape[0])
-        if n_folds < 2:  # a single input: nothing to hold out; keep the model's probability
+        losses = self._held_out_losses(X, y, r, items, seed)
+        if losses is None:  # a single input: nothing to hold out; keep the model's probability
             return "raw", {}, {}
+        chosen = _one_se_choice(losses, items, self.n_se)
+        scores = {m: float(np.mean(losses[m])) for m in METHODS}
+        ses = {m: _clustered_se(losses[m] - losses[chosen], items) for m in METHODS}
+        return chosen, scores, ses
+
+    def _held_out_losses(self, X, y, r, items, seed):
+        """Per-event squared errors of the candidates of ``method='auto'`` (None: one input).
+
+        The raw probability as it is; isotonic regression and the forecaster from
+        ``cv`` folds of inputs (drawn with ``seed``), each event predicted by the maps
+        fit on the other folds.
+        """
+        n_folds = min(int(self.cv), np.unique(items).shape[0])
+        if n_folds < 2:
+            return None
         fold = _item_folds(items, n_folds, np.random.default_rng(seed))
         yf = y.astype(np.float64)
         held_out = {"isotonic": np.empty(y.shape[0]), "forecaster": np.empty(y.shape[0])}
@@ -800,10 +815,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         losses = {"raw": (np.clip(r, 0.0, 1.0) - yf) ** 2}
         for name, p in held_out.items():
             losses[name] = (p - yf) ** 2
-        chosen = _one_se_choice(losses, items, self.n_se)
-        scores = {m: float(np.mean(losses[m])) for m in METHODS}
-        ses = {m: _clustered_se(losses[m] - losses[chosen], items) for m in METHODS}
-        return chosen, scores, ses
+        return losses
 
     def format_selection(self, scale: float = 100.0) -> str:
         """A text table of the method chosen for each kind and the candidates' CV Brier scores.
