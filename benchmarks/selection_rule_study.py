@@ -72,7 +72,7 @@ from structcal.recalibration import (  # noqa: E402
 )
 
 #: margins compared: a number serves both steps; a pair is (forecaster step, raw step)
-RULES = {"0": 0.0, "1": 1.0, "(1.5, 1)": (1.5, 1.0), "1.5": 1.5, "2": 2.0}
+RULES = {"0": 0.0, "1": 1.0, "(1.5, 1)": (1.5, 1.0), "1.5": 1.5, "(2, 1)": (2.0, 1.0), "2": 2.0}
 CANDIDATES = ("raw", "isotonic", "forecaster")
 SEED = 0
 
