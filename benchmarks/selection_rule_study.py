@@ -37,8 +37,8 @@ Printed per rule and setting: misses / splits, how often each candidate was chos
 (r/i/f over all fits), the mean Brier x100 difference rule minus isotonic (and minus the
 better of raw and isotonic) on held-out data; synthetic: choices and regret.
 
-Run (trained models' outputs are cached as .npz under ``--cache``; about 20 minutes on one
-core without a cache)::
+Run (trained models' outputs are cached as .npz under ``--cache``; 682 s CPU, 14 minutes wall on
+a loaded 2-core machine, without a cache; the cache saves the ~2.5 minutes of training)::
 
     python benchmarks/selection_rule_study.py --out benchmarks/results/selection_rule_study.json \\
         > benchmarks/results/selection_rule_study.txt
