@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _study():
-    spec = importlib.util.spec_from_file_location("selection_rule_study", ROOT / "benchmarks" / "selection_rule_study.py")
+    path = ROOT / "benchmarks" / "selection_rule_study.py"
+    spec = importlib.util.spec_from_file_location("selection_rule_study", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -21,7 +22,8 @@ def test_study_rules_are_the_librarys_choice():
     study = _study()
     X, y, r, items, _ = study.world("fc_weak", 100, 2, np.random.default_rng(3))
     X_e, _, r_e, _, _ = study.world("fc_weak", 50, 1, np.random.default_rng(4))
-    choices, forecasts = study.fit_candidates(StructuredRecalibrator(), X, y, r, items, 7, X_e, r_e)
+    rec = StructuredRecalibrator()
+    choices, forecasts = study.fit_candidates(rec, X, y, r, items, 7, X_e, r_e)
     for rule, n_se in study.RULES.items():
         assert choices[rule] == StructuredRecalibrator(n_se=n_se)._select("ev", X, y, r, items, 7)[0]
     assert len(set(choices.values())) > 1  # the margins disagree on this draw
