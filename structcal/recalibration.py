@@ -557,7 +557,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
        standard error treats the fitted maps as fixed, and the forecaster's held-out
        score moves more than that with the data it is fit on (its region size is tuned
        by an inner cross-validation; a retrained tagger that differs only in its label
-       order moved it by 0.1 Brier x100 on WNUT-17). Measured in
+       order moved it by up to 0.1 Brier x100 on WNUT-17). Measured in
        ``benchmarks/results/selection_rule_study.txt`` (``benchmarks/selection_rule_study.py``):
        over 104 settings (WNUT-17: 8 outer cross-fit splits x 2 taggers x 4 event kinds;
        OCR letters: 10 draws x 2 base models x 2 forecasters) the rule's held-out Brier
