@@ -569,7 +569,10 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
        ``n_se[1]`` (default 1) standard errors. It needs no fitting, but keeping it
        asserts that the model is already calibrated, so it must show it: on large sets
        where the model is calibrated it does (the isotonic map's fitting noise costs more
-       than the standard error), on small or miscalibrated ones it does not.
+       than the standard error), on small or miscalibrated ones it does not. A wider
+       margin here costs where the model is calibrated (the study's synthetic calibrated
+       model, 300 events of 150 inputs: regret 0.29, 0.38 and 0.51 Brier x100 against
+       the best candidate at 1, 1.5 and 2 standard errors).
 
     Differences within the noise of the cross-validation thus never pick the more
     flexible map (whose choice on small sets is mostly noise, and whose calibration is
