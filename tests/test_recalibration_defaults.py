@@ -195,6 +195,30 @@ def test_auto_rule_tie_goes_to_the_simpler_candidate():
     assert _one_se_choice(losses, items, 1.0) == "forecaster"
     with pytest.raises(ParameterError, match="`n_se`"):
         StructuredRecalibrator(n_se=-1.0).fit(pred, y)
+    with pytest.raises(ParameterError, match="`n_se`"):
+        StructuredRecalibrator(n_se=(1.0, 1.0, 1.0)).fit(pred, y)
+    with pytest.raises(ParameterError, match="`n_se`"):
+        StructuredRecalibrator(n_se=(1.0, -0.5)).fit(pred, y)
+
+
+def test_auto_rule_margins_per_step():
+    # the default asks the forecaster to win by 2 SE, the raw probability by 1 SE
+    assert StructuredRecalibrator().n_se == (2.0, 1.0)
+    rng = np.random.default_rng(1)
+    items = np.repeat(np.arange(200), 2)
+    loss = rng.random(400)
+    z = rng.standard_normal(400)
+    noise = z - z.mean()
+    se = _clustered_se(0.05 * noise, items)
+    default = StructuredRecalibrator().n_se
+    for gap, first, both_1 in ((1.75, "isotonic", "forecaster"), (2.5, "forecaster", "forecaster")):
+        losses = {"isotonic": loss, "forecaster": loss - gap * se + 0.05 * noise, "raw": loss + 0.3}
+        assert _one_se_choice(losses, items, default) == first
+        assert _one_se_choice(losses, items, 1.0) == both_1
+    # the raw step uses the second margin: 1.25 SE better than isotonic is enough at 1.0
+    losses = {"isotonic": loss, "forecaster": loss + 0.3, "raw": loss - 1.25 * se + 0.05 * noise}
+    assert _one_se_choice(losses, items, default) == "raw"
+    assert _one_se_choice(losses, items, (1.0, 1.5)) == "isotonic"
 
 
 def test_clustered_se_matches_a_direct_computation():
