@@ -791,13 +791,13 @@ def _backward_scaled(
     B = u.shape[0]
     Ep, ETp, uu = data_pointer(E), data_pointer(ET), data_pointer(u)
     bp, wp, mp, ep = data_pointer(beta), data_pointer(w), data_pointer(marg), data_pointer(edge)
-    no_mask = np.empty(0, dtype=np.int64)
     for j in range(K):
         beta[0, j] = 1.0
     blk = ((L - 1) // B) * B  # first position of the block in u
     for t in range(L - 2, -1, -1):
         if t + 1 < blk:
             blk -= B
+            no_mask = np.empty(0, dtype=np.int64)  # allocated by long chains only
             _fill_block(
                 unary, s, blk, blk + B, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
                 False, no_mask, no_mask, np.empty((0, K), dtype=np.bool_), tmp, u, z, False,
