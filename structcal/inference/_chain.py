@@ -495,7 +495,7 @@ def _vecmat_padded(X, x0, M, m0, S, s0, O, o0, K, Kp, maxplus, scale):
 # --------------------------------------------------------------------------- max-product
 
 
-@kernel
+@kernel(_nrt=False)
 def _viterbi_chain(unary, s, L, pw, mat0, pw_stride, v, v0, ckpt, labels):
     """Viterbi on tokens ``s:s+L``. Returns the MAP score.
 
@@ -639,7 +639,7 @@ def _kbest_chain(unary, s, L, pw, mat0, pw_stride, k, S, BI, BR, labels_out, sco
 _BLOCK = 128
 
 
-@kernel(switches=("masked",))
+@kernel(switches=("masked",), _nrt=False)
 def _unary_row(up, s, t, K, masked, first, nxt, callowed, tmp):
     """Pointer and flat offset of the unary row of position ``t`` of the chain at ``s``.
 
@@ -661,7 +661,7 @@ def _unary_row(up, s, t, K, masked, first, nxt, callowed, tmp):
     return up, (s + t) * K
 
 
-@kernel(switches=("masked",))
+@kernel(switches=("masked",), _nrt=False)
 def _fill_block(
     unary, s, b0, b1, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
     masked, first, nxt, callowed, tmp, u, thr, certify,
@@ -699,7 +699,7 @@ def _fill_block(
     return shifts
 
 
-@kernel(switches=("masked",))
+@kernel(switches=("masked",), _nrt=False)
 def _forward_scaled(
     unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
     masked, first, nxt, callowed, tmp, u, thr, o, A, a0, store, z,
@@ -768,10 +768,10 @@ def _forward_scaled(
     return logz, True
 
 
-@kernel
+@kernel(_nrt=False)
 def _backward_scaled(
     unary, s, L, pw, mat0, pw_stride, E, ET, colmax, spread, refill, tmp, u, z,
-    beta, w, marg, edge, e0, do_edge,
+    beta, w, marg, edge, e0, do_edge, no_mask, no_allowed,
 ):
     """Scaled backward pass after a stored :func:`_forward_scaled` (forward rows in
     ``marg[s:s+L]``, normalisers in ``z``, the last block still in ``u`` and ``E``).
@@ -791,7 +791,6 @@ def _backward_scaled(
     B = u.shape[0]
     Ep, ETp, uu = data_pointer(E), data_pointer(ET), data_pointer(u)
     bp, wp, mp, ep = data_pointer(beta), data_pointer(w), data_pointer(marg), data_pointer(edge)
-    no_mask = np.empty(0, dtype=np.int64)
     for j in range(K):
         beta[0, j] = 1.0
     blk = ((L - 1) // B) * B  # first position of the block in u
@@ -800,7 +799,7 @@ def _backward_scaled(
             blk -= B
             _fill_block(
                 unary, s, blk, blk + B, pw, mat0, pw_stride, E, ET, colmax, spread, refill,
-                False, no_mask, no_mask, np.empty((0, K), dtype=np.bool_), tmp, u, z, False,
+                False, no_mask, no_mask, no_allowed, tmp, u, z, False,
             )
         r = t + 1 - blk
         m = r * pw_stride
@@ -954,7 +953,7 @@ def infer_batch(
                     if ok:
                         ok = _backward_scaled(
                             unary, s, L, pw, e0, pw_stride, Ec, ETc, colc, spc, local, tmp,
-                            u, z, beta, w, marg, edge, e0, do_edge,
+                            u, z, beta, w, marg, edge, e0, do_edge, no_mask, no_allowed,
                         )
                     if not ok:
                         st = STATUS_PENDING  # for log_space_batch
