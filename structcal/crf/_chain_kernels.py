@@ -73,7 +73,7 @@ def _expected_statistics_chunk(
         if ok:
             ok = _backward_scaled(
                 unary, s, L, trans, 0, 0, E, ET, colmax, spread, False, tmp, u, z,
-                beta, w, marg, edge, 0, True,
+                beta, w, marg, edge, 0, True, no_mask, no_allowed,
             )
         if ok:
             status[c] = STATUS_OK
