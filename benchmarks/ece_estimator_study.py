@@ -479,11 +479,11 @@ def recommendation(summary, sizes_of):
             "default_vs_legacy_ratio": [d / leg for d, leg in zip(table[DEFAULT],
                                                                    table[LEGACY])],
         }
-        where = "every size" if all(beats) else "sizes " + str(
-            [m for m, b in zip(sizes, beats) if b])
+        where = "at every size" if all(beats) else (
+            f"only at sizes {[m for m, b in zip(sizes, beats) if b]}, not at "
+            f"{[m for m, b in zip(sizes, beats) if not b]}")
         lines.append(
-            f"{setting}: the default {'beats' if all(beats) else 'does NOT beat'} the legacy "
-            f"15-bin estimator at {where}"
+            f"{setting}: the default beats the legacy 15-bin estimator {where}"
             f" (error ratio {min(verdict[setting]['default_vs_legacy_ratio']):.2f}.."
             f"{max(verdict[setting]['default_vs_legacy_ratio']):.2f}); lowest mean error: "
             f"{best}; best per size: "
