@@ -21,7 +21,7 @@ Contract
 ``vload(a, i)`` / ``vstore(a, i, v)`` address a C-contiguous float64 array of any number
 of dimensions, or a raw :data:`f64ptr` from :func:`data_pointer`, through its *flat*
 element index ``i`` (row-major), and touch elements ``i .. i + 3``; the caller guarantees ``0 <= i`` and ``i + 4 <= a.size``, as for any
-unchecked Numba indexing. :func:`vmax` is ``a if a > b else b`` lane by lane (one
+unchecked Numba indexing. ``max(a, b)`` is ``a if a > b else b`` lane by lane (one
 ``maxpd``); it handles ``-inf`` exactly and, like every kernel here, is not meant for NaN.
 Everything compiles to plain LLVM vector instructions: no fast-math flags, so results are
 those of the scalar IEEE operations, lane by lane.
@@ -42,9 +42,8 @@ from numba.core.typing.templates import AbstractTemplate, infer_global, signatur
 from numba.extending import intrinsic, models, register_model
 
 __all__ = [
-    "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat", "vadd",
-    "vsub", "vmul", "vdiv",
-    "vmax", "vmin", "vsum", "vhmax", "vhmin", "fma", "pow2_rounded", "where_ge",
+    "LANES", "ROUND_MAGIC", "f64x4", "f64ptr", "data_pointer", "vload", "vstore", "vsplat",
+    "vsum", "vhmax", "vhmin", "fma", "pow2_rounded", "where_ge",
     "semiring_step", "semiring_times",
 ]
 
@@ -159,34 +158,6 @@ def vsplat(typingctx, x):
         return _splat_ir(builder, args[0])
 
     return sig, codegen
-
-
-def _binary(name, build):
-    def typer(typingctx, a, b):
-        if a != f64x4 or b != f64x4:
-            raise TypingError(f"{name} needs two f64x4 values; got {a}, {b}")
-
-        def codegen(context, builder, signature, args):
-            return build(builder, *args)
-
-        return f64x4(f64x4, f64x4), codegen
-
-    typer.__name__ = name
-    return intrinsic(typer)
-
-
-#: Lane-wise ``a + b``.
-vadd = _binary("vadd", lambda b, x, y: b.fadd(x, y))
-#: Lane-wise ``a - b``.
-vsub = _binary("vsub", lambda b, x, y: b.fsub(x, y))
-#: Lane-wise ``a * b``.
-vmul = _binary("vmul", lambda b, x, y: b.fmul(x, y))
-#: Lane-wise ``a / b`` (IEEE division, correctly rounded like the scalar one).
-vdiv = _binary("vdiv", lambda b, x, y: b.fdiv(x, y))
-#: Lane-wise ``a if a > b else b`` (one ``maxpd``; exact for ``-inf``).
-vmax = _binary("vmax", lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
-#: Lane-wise ``a if a < b else b`` (exact for ``inf``).
-vmin = _binary("vmin", lambda b, x, y: b.select(b.fcmp_ordered("<", x, y), x, y))
 
 
 def _is_number(t):
@@ -307,7 +278,7 @@ vhmin = _horizontal("vhmin", lambda b, x, y: b.select(b.fcmp_ordered("<", x, y),
 # --------------------------------------------------------------------------- operators
 # Registered as typing templates and lowerings (LLVM instructions emitted at the call),
 # not as ``@overload`` functions: an overload is a small jitted function compiled once per
-# argument types, about 0.05 s each on a first run, and kernels use ten of them.
+# argument types on a first run, and kernels use ten of them.
 
 
 def _register_operator(op, build):
@@ -334,7 +305,9 @@ def _register_operator(op, build):
 _register_operator(operator.add, lambda b, x, y: b.fadd(x, y))
 _register_operator(operator.sub, lambda b, x, y: b.fsub(x, y))
 _register_operator(operator.mul, lambda b, x, y: b.fmul(x, y))
+# IEEE division, correctly rounded like the scalar one
 _register_operator(operator.truediv, lambda b, x, y: b.fdiv(x, y))
+# a if a > b else b (one maxpd; exact for -inf); min likewise (exact for inf)
 _register_operator(max, lambda b, x, y: b.select(b.fcmp_ordered(">", x, y), x, y))
 _register_operator(min, lambda b, x, y: b.select(b.fcmp_ordered("<", x, y), x, y))
 
