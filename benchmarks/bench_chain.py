@@ -19,7 +19,7 @@ batches take the parallel drivers at once (the steady state of a long-running pr
 python-crfsuite is installed (``pip install structcal[bench]``), CRFsuite's tagger is timed
 on the same words for comparison.
 
-Potentials come from the shipped likelihood ChainCRF (``models/ocr_chain_crf``).
+Potentials come from the shipped likelihood ChainCRF (``structcal/pretrained/ocr_chain_crf``).
 
 Run: ``python benchmarks/bench_chain.py [--json] [--repeats 7] [--copies 10]``
 """

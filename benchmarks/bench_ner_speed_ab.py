@@ -5,7 +5,7 @@ The speed measurement of ``ner_study.py`` (its ``speed`` function: feature dicts
 sklearn-crfsuite's ``predict_marginals`` on the same dicts, plus the CPU breakdown by
 stage), run in fresh processes that alternate between the two trees (``--rounds``
 times), so that drift in the machine's speed hits both alike. The model is the shipped
-``models/wnut17_crfsuite.crfsuite`` (made by ``ner_study.py --save-model``, the
+``structcal/pretrained/wnut17_crfsuite.crfsuite`` (made by ``ner_study.py --save-model``, the
 study's CRFsuite model), the recalibrator ``StructuredRecalibrator(kinds=[EntitySpans])``
 fit on the dev set. The older tree is exported with ``git archive`` and put first on
 ``PYTHONPATH``; each tree has its own Numba cache, warmed by an untimed run.
@@ -55,7 +55,7 @@ print(json.dumps(out))
 
 def run(pythonpath, cache_dir, repeats):
     code = CHILD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)),
-                        model_path=os.path.join(ROOT, "models", "wnut17_crfsuite.crfsuite"),
+                        model_path=os.path.join(ROOT, "structcal", "pretrained", "wnut17_crfsuite.crfsuite"),
                         repeats=repeats)
     return run_code(pythonpath, cache_dir, code)
 

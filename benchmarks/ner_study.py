@@ -449,7 +449,7 @@ def main(argv=None):
     ap.add_argument("--skip-crossfit", action="store_true", help="leave out the crossfit protocol")
     ap.add_argument("--skip-devtest", action="store_true", help="leave out the dev -> test protocol")
     ap.add_argument("--save-model", default=None, help="copy the trained CRFsuite model file here "
-                    "(how models/wnut17_crfsuite.crfsuite was made)")
+                    "(how structcal/pretrained/wnut17_crfsuite.crfsuite was made)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(SEED)
     data = load_wnut17()

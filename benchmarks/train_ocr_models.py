@@ -1,4 +1,4 @@
-"""Train the two OCR chain CRFs shipped in ``models/`` (and choose their hyperparameters).
+"""Train the two OCR chain CRFs shipped in ``structcal/pretrained/`` (and choose their hyperparameters).
 
 Default mode trains, on the OCR ``train`` split (folds 0-2, 2,014 words), with fixed
 hyperparameters and seeds:
@@ -21,7 +21,7 @@ never touching the test split, and prints a table (``--json``: a JSON object).
 
 Run from the repository root:
 
-    python benchmarks/train_ocr_models.py                 # writes models/ocr_chain_crf*.{npz,json}
+    python benchmarks/train_ocr_models.py                 # writes structcal/pretrained/ocr_chain_crf*.{npz,json}
     python benchmarks/train_ocr_models.py --select        # the CV table behind the settings
     python benchmarks/train_ocr_models.py --out /tmp/m    # write elsewhere (e.g. to compare)
     python benchmarks/train_ocr_models.py --baselines     # also measure both methods on raw pixels
@@ -52,7 +52,7 @@ from structcal.inference import infer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The shipped models' settings (chosen by ``--select``; see models/README.md).
+#: The shipped models' settings (chosen by ``--select``; see structcal/pretrained/README.md).
 MODELS = {
     "ocr_chain_crf": dict(method="likelihood", alpha=3e-4, features=ImageFeatures()),
     "ocr_chain_crf_max_margin": dict(
@@ -242,7 +242,7 @@ def select() -> list[dict]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--select", action="store_true", help="run the 3-fold CV grid instead")
-    parser.add_argument("--out", type=Path, default=ROOT / "models", help="output folder")
+    parser.add_argument("--out", type=Path, default=ROOT / "structcal" / "pretrained", help="output folder")
     parser.add_argument(
         "--baselines",
         action="store_true",

@@ -47,9 +47,10 @@ drivers take one process-wide lock: concurrent calls are then serialised, not lo
 
 Rules for kernels (see STYLE.md §9.5): no ``njit`` inside functions, no closures over
 runtime values, no jitted callables passed as arguments, configuration through arguments
-rather than module globals, nothing compiled at import time. After editing a kernel that
-another module calls, clear the cache (``NUMBA_CACHE_DIR`` or ``__pycache__``): Numba's
-cache invalidation does not see changes in other files.
+rather than module globals, nothing compiled at import time. Compiled kernels are cached
+in a per-user folder keyed by a hash of the package's sources (:mod:`structcal._cache`),
+so editing any file retires every cached kernel, including callers in other files, which
+Numba's own per-file check would miss.
 """
 
 import threading
@@ -61,7 +62,11 @@ from numba import njit, prange
 from numba.core import types as nbtypes
 from numba.core.registry import CPUDispatcher
 
-from ._simd import ROUND_MAGIC, fma, pow2_rounded, where_ge
+from ._cache import install_locator
+
+install_locator()  # compiled kernels go to a per-user cache folder, never into the package
+
+from ._simd import ROUND_MAGIC, fma, pow2_rounded, where_ge  # noqa: E402
 
 __all__ = [
     "kernel", "parallel_kernel", "batch_kernel", "BatchKernel", "ThreadSafeDispatcher", "prange",

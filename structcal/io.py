@@ -506,17 +506,12 @@ def inspect(path) -> dict:
 
 
 def _pretrained_root() -> Path:
-    """Folder of the shipped models: the installed package, else the checkout's models/."""
-    from importlib import resources
-
-    try:
-        return Path(str(resources.files("structcal.pretrained")))
-    except ModuleNotFoundError:  # running from a source checkout that is not installed
-        return Path(__file__).resolve().parent.parent / "models"
+    """Folder of the shipped models (the subpackage ``structcal.pretrained``)."""
+    return Path(__file__).resolve().parent / "pretrained"
 
 
 def pretrained_path(name: str) -> Path:
-    """Path stem of a model shipped with structcal (the top-level ``models/`` folder).
+    """Path stem of a model shipped with structcal (in ``structcal/pretrained/``).
 
     Parameters
     ----------

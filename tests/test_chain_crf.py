@@ -665,14 +665,9 @@ def test_image_features_match_their_definition():
 
 
 def _shipped(name):
-    from pathlib import Path
-
     from structcal.io import pretrained_path
 
-    try:
-        return pretrained_path(name)
-    except ModuleNotFoundError:  # structcal is not installed: use the checkout's models/
-        return Path(__file__).resolve().parents[1] / "models" / name
+    return pretrained_path(name)
 
 
 @pytest.mark.parametrize("name", ["ocr_chain_crf", "ocr_chain_crf_max_margin"])

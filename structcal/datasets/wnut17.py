@@ -267,7 +267,7 @@ def wnut17_tagger_path():
     Trained by ``benchmarks/ner_study.py --save-model`` with sklearn-crfsuite
     (``algorithm='lbfgs', c1=0.1, c2=0.1, max_iterations=100,
     all_possible_transitions=True``) on the whole train split with :func:`token_features`;
-    see ``models/README.md``. Open it with ``sklearn_crfsuite.CRF(model_filename=...)``,
+    see ``structcal/pretrained/README.md``. Open it with ``sklearn_crfsuite.CRF(model_filename=...)``,
     ``pycrfsuite.Tagger().open(...)`` or :class:`structcal.adapters.CRFsuiteModel`.
 
     Returns
