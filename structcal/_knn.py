@@ -447,12 +447,13 @@ def sort_neighbours(buf_d, buf_k, buf_p, count):
 
 
 @batch_kernel
-def cv_losses(XT, yr, key, fold, start, end, child, lower, upper, grid, chunk, out):
+def cv_losses(XT, yr, key, fold, start, end, child, lower, upper, grid, prior, chunk, out):
     """Sum the cross-validated squared losses of k-NN forecasts, for every k in ``grid``.
 
     Every reference (tree position ``q``) is a query: its ``max(grid)`` nearest
     references outside its own fold are found in (distance, index) order and the
-    forecast for ``k`` is the mean outcome of the first ``k``. Writes into ``out``
+    forecast for ``k`` is ``(sum of the first k outcomes + prior) / (k + 2 prior)``
+    (the mean outcome when ``prior`` is 0). Writes into ``out``
     (n_chunks, len(grid)) the sum of ``(forecast - yr[q])**2`` over the queries of each
     chunk of ``chunk`` consecutive tree positions (the caller sums the rows in order, so
     the result does not depend on the number of threads). No neighbour table is kept.
@@ -476,7 +477,7 @@ def cv_losses(XT, yr, key, fold, start, end, child, lower, upper, grid, chunk, o
             for r in range(count):
                 total += yr[buf_p[r]]
                 while g < grid.shape[0] and grid[g] == r + 1:
-                    diff = total / grid[g] - yr[q]
+                    diff = (total + prior) / (grid[g] + 2.0 * prior) - yr[q]
                     out[b, g] += diff * diff
                     g += 1
 
@@ -501,8 +502,9 @@ def _scratch(k, start, end, child):
 
 
 @batch_kernel
-def neighbour_means(queries, k, XT, yr, key, start, end, child, lower, upper, out):
-    """Write the mean of ``yr`` over the ``k`` nearest references of each query."""
+def neighbour_means(queries, k, XT, yr, key, start, end, child, lower, upper, prior, out):
+    """Write ``(sum of yr over the k nearest references + prior) / (k + 2 prior)`` for each
+    query (the mean of ``yr`` over them when ``prior`` is 0)."""
     n_q = queries.shape[0]
     none = np.full(XT.shape[1], -1, dtype=np.int64)
     chunk = 256
@@ -514,7 +516,7 @@ def neighbour_means(queries, k, XT, yr, key, start, end, child, lower, upper, ou
             total = 0.0
             for r in range(count):
                 total += yr[buf_p[r]]
-            out[q] = total / count
+            out[q] = (total + prior) / (count + 2.0 * prior)
 
 
 @batch_kernel

@@ -68,6 +68,13 @@ def _check_ndim_shape(arr, name, ndim, shape):
                 )
 
 
+#: Largest magnitude of a finite log-potential (2**1000, about 1.07e301). Inference keeps
+#: every message within a few times the potentials' magnitude, so below this bound no sum
+#: it forms can overflow float64 (largest 1.8e308) unless a single chain has millions of
+#: tokens; above it, the potentials are rejected with a clear error.
+MAX_LOG_POTENTIAL = 2.0**1000
+
+
 def as_float_array(
     x,
     name: str,
@@ -76,6 +83,7 @@ def as_float_array(
     shape: tuple | None = None,
     allow_neginf: bool = False,
     allow_empty: bool = True,
+    max_abs: float | None = None,
 ) -> np.ndarray:
     """Return ``x`` as a C-contiguous ``float64`` array after checking it.
 
@@ -94,6 +102,9 @@ def as_float_array(
         "forbidden"). NaN and ``+inf`` are always rejected.
     allow_empty : bool, default=True
         Whether an array with no elements is allowed.
+    max_abs : float, optional
+        Largest magnitude allowed for a finite entry (log-potentials:
+        :data:`MAX_LOG_POTENTIAL`).
 
     Returns
     -------
@@ -113,22 +124,33 @@ def as_float_array(
         raise ParameterError(f"`{name}` must not be empty; got shape {arr.shape}")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.size:
-        if np.isnan(arr).any():
+        hi, lo = arr.max(), arr.min()  # NaN propagates into both
+        if np.isnan(hi) or np.isnan(lo):
             where = np.argwhere(np.isnan(arr))[0]
             raise ParameterError(
                 f"`{name}` must not contain NaN; found NaN at index {tuple(int(i) for i in where)}"
             )
-        if np.isposinf(arr).any():
+        if hi == np.inf:
             where = np.argwhere(np.isposinf(arr))[0]
             raise ParameterError(
                 f"`{name}` must not contain +inf; found +inf at index "
                 f"{tuple(int(i) for i in where)}"
             )
-        if not allow_neginf and np.isneginf(arr).any():
+        if lo == -np.inf and not allow_neginf:
             where = np.argwhere(np.isneginf(arr))[0]
             raise ParameterError(
                 f"`{name}` must be finite; found -inf at index {tuple(int(i) for i in where)}"
             )
+        if max_abs is not None and (hi > max_abs or lo < -max_abs):
+            big = (np.abs(arr) > max_abs) & np.isfinite(arr)
+            if big.any():
+                where = np.argwhere(big)[0]
+                raise ParameterError(
+                    f"`{name}` has an entry of magnitude {float(arr[tuple(where)]):.3g} at index "
+                    f"{tuple(int(i) for i in where)}; finite log-potentials must be at most "
+                    f"{max_abs:.3g} in magnitude (use -inf for a forbidden label, and rescale "
+                    "scores this large)"
+                )
     return arr
 
 

@@ -11,6 +11,7 @@ __all__ = [
     "ParameterTypeError",
     "InfeasibleError",
     "DistributionShiftWarning",
+    "PrecisionWarning",
     "ConvergenceWarning",
     "NotFittedError",
 ]
@@ -34,6 +35,15 @@ class InfeasibleError(ParameterError):
 
 class DistributionShiftWarning(UserWarning):
     """New inputs look unlike the data a recalibrator was fit on (its mapping may not transfer)."""
+
+
+class PrecisionWarning(UserWarning):
+    """A result is a valid probability but less accurate than usual.
+
+    Issued when the log-partition of a chain is so large (huge potentials on likely
+    labelings, or very long chains) that float64 rounding of the sums behind it limits
+    the accuracy of probabilities derived from it; the message gives the estimated error.
+    """
 
 
 def __getattr__(name):

@@ -132,6 +132,13 @@ class KNNRegionForecaster(_BinaryForecaster):
         ``cv_max_samples`` events and rescaled to the full data by the k-NN rate
         ``k ~ n^(4/(d+4))`` (``d`` features); see Notes. ``None``: always cross-validate
         on all events.
+    prior : float, default=0.0
+        Pseudo-count added to each outcome of every region: the forecast is
+        ``(positives among the k neighbours + prior) / (k + 2 prior)``, the posterior mean
+        of the region's frequency under a Beta(prior, prior) prior. 0 gives the paper's
+        plain frequency, which is exactly 0 or 1 in a region of one outcome; 0.5
+        (Jeffreys' prior) keeps every forecast within ``[0.5/(k+1), 1 - 0.5/(k+1)]``.
+        Cross-validation scores the forecasts with the prior, so ``k`` is chosen for them.
     random_state : int, Generator or None, default=None
         Seeds the fold assignment, the subsample and the order in which tied neighbours
         are taken.
@@ -197,18 +204,36 @@ class KNNRegionForecaster(_BinaryForecaster):
 
     def __init__(
         self, n_neighbors="cv", *, k_grid=PAPER_GRID, cv=10, scale=True, cv_max_samples=20_000,
-        random_state=None,
+        prior=0.0, random_state=None,
     ):
         self.n_neighbors = n_neighbors
         self.k_grid = k_grid
         self.cv = cv
         self.scale = scale
         self.cv_max_samples = cv_max_samples
+        self.prior = prior
         self.random_state = random_state
 
-    def fit(self, X, y):
-        """Fit on event features ``X`` and outcomes ``y`` (choosing k if ``'cv'``)."""
+    def fit(self, X, y, groups=None):
+        """Fit on event features ``X`` and outcomes ``y`` (choosing k if ``'cv'``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_events, n_features)
+        y : array-like of shape (n_events,)
+            Binary outcomes.
+        groups : array-like of shape (n_events,), optional
+            Group of each event (e.g. the document or image it comes from): the
+            cross-validation behind ``n_neighbors='cv'`` keeps the events of a group in
+            one fold, so that near-duplicates within a group cannot make small regions
+            look better than they are on new groups. Default: every event its own group.
+
+        Returns
+        -------
+        self
+        """
         choice = _check_choice(self.n_neighbors, "n_neighbors", "k_grid")
+        prior = _check_prior(self.prior)
         grid = _check_grid(self.k_grid, "k_grid")
         if isinstance(self.cv, (bool, np.bool_)) or not isinstance(self.cv, numbers.Integral) or self.cv < 2:
             raise ValueError(f"`cv` must be an integer >= 2; got {self.cv!r}")
@@ -218,6 +243,7 @@ class KNNRegionForecaster(_BinaryForecaster):
         ):
             raise ValueError(f"`cv_max_samples` must be None or an integer >= 2; got {sub!r}")
         X, y01 = self._fit_targets(X, y)
+        groups = _groups_iv(groups, X.shape[0])
         rng = check_random_state(self.random_state)
         n = X.shape[0]
         self.mean_ = X.mean(axis=0) if self.scale else np.zeros(X.shape[1])
@@ -226,21 +252,28 @@ class KNNRegionForecaster(_BinaryForecaster):
         order = rng.permutation(n)  # tie order: equidistant events are taken by row here
         self.X_fit_ = np.ascontiguousarray((X[order] - self.mean_) / self.scale_)
         self.y_fit_ = y01[order]
+        groups = None if groups is None else groups[order]
         self.cv_results_ = None
         self.cv_subsample_ = None
         if choice != "cv":
+            if choice > n:
+                warnings.warn(
+                    f"n_neighbors={choice} but only {n} events were given: every region is "
+                    f"all {n} events (k = {n})", UserWarning, stacklevel=2,
+                )
             self.n_neighbors_ = int(min(choice, n))
         elif n < 2:
             self.n_neighbors_ = 1
         elif sub is None or n <= sub:
             self.n_neighbors_, self.cv_results_ = _knn_cross_validate(
-                self.X_fit_, self.y_fit_, grid, min(int(self.cv), n), rng
+                self.X_fit_, self.y_fit_, grid, int(self.cv), rng, groups, prior
             )
         else:
             # choose k on a seeded subsample of m events, then rescale k ~ n^(4/(d+4))
             rows = np.sort(rng.choice(n, size=int(sub), replace=False))
             k_sub, self.cv_results_ = _knn_cross_validate(
-                self.X_fit_[rows], self.y_fit_[rows], grid, int(self.cv), rng
+                self.X_fit_[rows], self.y_fit_[rows], grid, int(self.cv), rng,
+                None if groups is None else groups[rows], prior,
             )
             rate = 4.0 / (X.shape[1] + 4.0)
             self.n_neighbors_ = int(min(n, max(1, round(k_sub * (n / sub) ** rate))))
@@ -257,7 +290,7 @@ class KNNRegionForecaster(_BinaryForecaster):
 
     def _positive_probability(self, X):
         Xs = np.ascontiguousarray((X - self.mean_) / self.scale_)
-        return self._tree().neighbour_means(Xs, self.n_neighbors_)
+        return self._tree().neighbour_means(Xs, self.n_neighbors_, _check_prior(self.prior))
 
 
 class _KDTree:
@@ -271,40 +304,77 @@ class _KDTree:
         self.yr = np.ascontiguousarray(y[perm])
         self.fold = None if fold is None else np.ascontiguousarray(fold[perm])
 
-    def neighbour_means(self, Xq, k):
-        """Mean outcome of the ``k`` nearest fitted events of each row of ``Xq``."""
+    def neighbour_means(self, Xq, k, prior=0.0):
+        """``(positives among the k nearest fitted events + prior) / (k + 2 prior)`` for each
+        row of ``Xq`` (the mean outcome when ``prior`` is 0)."""
         k = int(min(k, self.XT.shape[1]))
         out = np.empty(Xq.shape[0])
         neighbour_means(
             Xq, k, self.XT, self.yr, self.key, self.start, self.end, self.child, self.lower,
-            self.upper, out, work=Xq.shape[0] * k // 8,
+            self.upper, float(prior), out, work=Xq.shape[0] * k // 8,
         )
         return out
 
-    def cv_losses(self, grid, chunk=512):
+    def cv_losses(self, grid, prior=0.0, chunk=512):
         """Per-k held-out squared loss summed over all events (see ``_knn.cv_losses``)."""
         n = self.XT.shape[1]
         out = np.empty(((n + chunk - 1) // chunk, grid.shape[0]))
         cv_losses(
             self.XT, self.yr, self.key, self.fold, self.start, self.end, self.child, self.lower,
-            self.upper, grid, chunk, out, work=n * int(grid[-1]) // 8,
+            self.upper, grid, float(prior), chunk, out, work=n * int(grid[-1]) // 8,
         )
         return out.sum(axis=0)
 
 
-def _knn_cross_validate(X, y, grid, cv, rng):
+def _check_prior(prior):
+    if (isinstance(prior, (bool, np.bool_)) or not isinstance(prior, numbers.Real)
+            or not np.isfinite(prior) or prior < 0):
+        raise ValueError(f"`prior` must be a finite number >= 0; got {prior!r}")
+    return float(prior)
+
+
+def _groups_iv(groups, n):
+    """Group codes 0..G-1 of ``n`` events (None stays None: each event its own group)."""
+    if groups is None:
+        return None
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or groups.shape[0] != n:
+        raise ValueError(f"`groups` must have shape ({n},) (one group per event); "
+                         f"got shape {groups.shape}")
+    return np.unique(groups, return_inverse=True)[1].astype(np.int64)
+
+
+def group_folds(groups, n, cv, rng):
+    """Fold of each of ``n`` events: whole groups dealt at random into ``cv`` folds.
+
+    With ``groups`` None every event is its own group. The number of folds is capped at
+    the number of groups. Returns ``(folds, n_folds)``.
+    """
+    if groups is None:
+        n_folds = int(min(cv, n))
+        return rng.permutation(n) % n_folds, n_folds
+    n_groups = int(groups.max()) + 1 if groups.shape[0] else 0
+    n_folds = int(min(cv, n_groups))
+    return (rng.permutation(n_groups) % max(n_folds, 1))[groups], n_folds
+
+
+def _knn_cross_validate(X, y, grid, cv, rng, groups=None, prior=0.0):
     """K minimising the ``cv``-fold held-out l2 loss over ``grid``, and the losses.
 
-    Draws the fold assignment from ``rng``; ``X``/``y`` are the standardised events in
-    tie order. Ties in loss go to the larger k.
+    Draws the fold assignment from ``rng`` (whole groups per fold when ``groups`` is
+    given); ``X``/``y`` are the standardised events in tie order. Ties in loss go to the
+    larger k.
     """
     n = X.shape[0]
-    folds = rng.permutation(n) % cv
-    k_max = int(min(grid.max(), n - np.bincount(folds, minlength=cv).max()))
+    folds, n_folds = group_folds(groups, n, cv, rng)
+    if n_folds < 2:  # one group: nothing to hold out; the largest region
+        k = int(min(grid.max(), n))
+        return k, {"k": np.array([k]), "l2": np.array([np.nan])}
+    k_max = int(min(grid.max(), n - np.bincount(folds, minlength=n_folds).max()))
     grid = grid[grid <= k_max]
     if grid.size == 0:
         grid = np.array([max(k_max, 1)], dtype=np.int64)
-    loss = _KDTree(X, y, folds).cv_losses(np.ascontiguousarray(grid, dtype=np.int64)) / n
+    loss = _KDTree(X, y, folds).cv_losses(np.ascontiguousarray(grid, dtype=np.int64), prior) / n
     best = int(np.flatnonzero(loss <= loss.min() + 1e-15)[-1])
     return int(grid[best]), {"k": grid, "l2": loss}
 
@@ -387,27 +457,37 @@ class TreeRegionForecaster(_BinaryForecaster):
         tree = DecisionTreeRegressor(min_samples_leaf=int(m), max_depth=self.max_depth, random_state=seed)
         return _TreeArrays(tree.fit(X, y).tree_)
 
-    def fit(self, X, y):
-        """Fit on event features ``X`` and outcomes ``y`` (choosing the leaf size if ``'cv'``)."""
+    def fit(self, X, y, groups=None):
+        """Fit on event features ``X`` and outcomes ``y`` (choosing the leaf size if ``'cv'``).
+
+        ``groups`` (one per event, optional) keeps the events of a group in one fold of
+        the cross-validation, as in :meth:`KNNRegionForecaster.fit`.
+        """
         choice = _check_choice(self.min_samples_leaf, "min_samples_leaf", "leaf_grid")
         grid = _check_grid(self.leaf_grid, "leaf_grid")
         if isinstance(self.cv, (bool, np.bool_)) or not isinstance(self.cv, numbers.Integral) or self.cv < 2:
             raise ValueError(f"`cv` must be an integer >= 2; got {self.cv!r}")
         X, y01 = self._fit_targets(X, y)
+        groups = _groups_iv(groups, X.shape[0])
         rng = check_random_state(self.random_state)
         seed = int(rng.integers(0, 2**31 - 1))
         n = X.shape[0]
         self.cv_results_ = None
-        if choice == "cv" and n >= 4:
-            cv = min(int(self.cv), n)
-            folds = KFold(n_splits=cv, shuffle=True, random_state=seed)
-            smallest_train = n - int(np.ceil(n / cv))
+        n_groups = n if groups is None else int(groups.max()) + 1
+        if choice == "cv" and n >= 4 and n_groups >= 2:
+            if groups is None:
+                cv = min(int(self.cv), n)
+                splits = list(KFold(n_splits=cv, shuffle=True, random_state=seed).split(X))
+            else:
+                fold, cv = group_folds(groups, n, int(self.cv), np.random.default_rng(seed))
+                splits = [(np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(cv)]
+            smallest_train = min(tr.shape[0] for tr, _ in splits)
             grid = grid[grid <= max(smallest_train // 2, 1)]
             if grid.size == 0:
                 grid = np.array([1])
             grown = int(grid[0])
             loss = np.zeros(grid.shape[0])
-            for train, test in folds.split(X):
+            for train, test in splits:
                 tree = self._grow(X[train], y01[train], grown, seed)
                 loss += tree.pruned_losses(X[test], y01[test], grid)
             loss /= n

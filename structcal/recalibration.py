@@ -342,9 +342,43 @@ def _one_event_per_item(items: np.ndarray, rng, cap: int) -> np.ndarray:
 
 
 def _item_folds(items: np.ndarray, n_folds: int, rng) -> np.ndarray:
-    """Fold of each event: inputs dealt at random into ``n_folds`` folds of equal size."""
+    """Fold of each event: groups (``items`` holds each event's group, e.g. its input or
+    document) dealt at random into ``n_folds`` folds of equal size."""
     ids, inverse = np.unique(items, return_inverse=True)
     return (rng.permutation(ids.shape[0]) % n_folds)[inverse]
+
+
+def _item_groups(groups, n_items: int) -> np.ndarray:
+    """Group code (0..G-1) of each input; each input its own group when ``groups`` is None."""
+    if groups is None:
+        return np.arange(n_items, dtype=np.int64)
+    if isinstance(groups, (str, bytes)) or not hasattr(groups, "__len__"):
+        raise ParameterTypeError(
+            f"`groups` must be a sequence with one group id per input; got {describe(groups)}"
+        )
+    arr = np.asarray(groups)
+    if arr.ndim != 1 or arr.shape[0] != n_items:
+        raise ParameterError(
+            f"`groups` must have one group id per input: shape ({n_items},); got shape "
+            f"{arr.shape}"
+        )
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ParameterError("`groups` must not contain NaN or infinite ids")
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(str)
+        except (TypeError, ValueError):
+            raise ParameterTypeError("`groups` must hold numbers or strings") from None
+    return np.unique(arr, return_inverse=True)[1].astype(np.int64)
+
+
+def _support_bounds(n: int, prior: float) -> tuple:
+    """The most extreme forecasts ``n`` recalibration events can support: the posterior
+    means of a frequency after ``n`` agreeing outcomes under a Beta(prior, prior) prior."""
+    if prior <= 0:
+        return 0.0, 1.0
+    lo = prior / (n + 2.0 * prior)
+    return lo, 1.0 - lo
 
 
 def _ks_pvalues(ref: np.ndarray, new: np.ndarray):
@@ -395,13 +429,24 @@ def _positive_column(model, X) -> np.ndarray:
     return np.full(proba.shape[0], 1.0 if bool(model.classes_[0]) else 0.0)
 
 
-def _fit_isotonic(r: np.ndarray, y: np.ndarray):
+def _fit_isotonic(r: np.ndarray, y: np.ndarray, prior: float = 0.0):
     """Isotonic regression of the outcome on the raw probability (None if one outcome only)."""
     from .calibrators import IsotonicCalibration
 
     if y.all() or not y.any():
         return None
-    return IsotonicCalibration().fit(r, y)
+    return IsotonicCalibration(prior=prior).fit(r, y)
+
+
+def _fit_with_groups(model, X, y, groups):
+    """``model.fit(X, y, groups=groups)`` if its ``fit`` takes groups, else ``fit(X, y)``."""
+    import inspect
+
+    try:
+        takes = "groups" in inspect.signature(model.fit).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return model.fit(X, y, groups=groups) if takes else model.fit(X, y)
 
 
 def _clustered_se(d: np.ndarray, items: np.ndarray) -> float:
@@ -484,8 +529,10 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         without a raw probability (e.g. predicates) have only the forecaster. A dict maps
         kind names (or ``"pooled"``) to one of these.
     cv : int, default=5
-        Folds of the cross-validation behind ``method='auto'``. Folds are drawn by input
-        (all events of an input fall in the same fold), at random with ``random_state``.
+        Folds of the cross-validation behind ``method='auto'``. Folds are drawn by group
+        (all events of a group fall in the same fold; see ``groups`` in :meth:`fit`; by
+        default each input is its own group, and the events of one input are never
+        split), at random with ``random_state``.
     n_se : float or (float, float), default=(2.0, 1.0)
         How many standard errors of the paired held-out loss difference a candidate must
         win by under ``method='auto'``: the forecaster to displace the reference
@@ -495,6 +542,16 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     pooled : bool, default=False
         Fit one map on all events (with one indicator column per kind) instead of one per
         kind.
+    prior : float, default=0.5
+        Pseudo-count added to each outcome of every region (k-NN) and step (isotonic) of
+        the fitted maps: a region of ``n`` events of which ``s`` hold forecasts ``(s +
+        prior) / (n + 2 prior)``, the posterior mean of its frequency under a
+        Beta(prior, prior) prior (0.5: Jeffreys' prior). No forecast is then more extreme
+        than ``n`` agreeing outcomes support, and none is exactly 0 or 1 (which would
+        give an infinite log loss, and be wrong whenever such an event does, or does not,
+        happen). The raw probability and a user's ``forecaster`` are kept within the same
+        bounds for ``n`` = the number of recalibration events of the kind. 0 gives the
+        paper's plain frequencies.
     lexicon : Lexicon, optional
         Admissible labelings for ``phi_mp2`` and lexicon events.
     label_set : array-like of int, optional
@@ -521,9 +578,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         For each kind (or ``"pooled"``): ``method`` (the one used), ``cv_brier`` (mean
         held-out Brier score of each candidate, when ``method='auto'`` compared several),
         ``cv_brier_se`` (standard error of each candidate's paired held-out Brier
-        difference from the chosen one, clustered by input; 0 for the chosen one),
-        ``n_events`` and ``n_items`` of the recalibration set. :meth:`format_selection`
-        prints it as a table.
+        difference from the chosen one, clustered by group; 0 for the chosen one),
+        ``n_events``, ``n_items`` and ``n_groups`` of the recalibration set.
+        :meth:`format_selection` prints it as a table.
     forecasters_ : dict of str to estimator
         The fitted map of each kind whose method is ``'isotonic'`` (an
         ``IsotonicCalibration`` of the raw probability) or ``'forecaster'`` (the region
@@ -609,6 +666,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         cv=5,
         n_se=(2.0, 1.0),
         pooled=False,
+        prior=0.5,
         lexicon=None,
         label_set=None,
         label_names=None,
@@ -624,6 +682,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         self.cv = cv
         self.n_se = n_se
         self.pooled = pooled
+        self.prior = prior
         self.lexicon = lexicon
         self.label_set = label_set
         self.label_names = label_names
@@ -689,7 +748,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         if self.forecaster is None:
             from .forecasters import KNNRegionForecaster  # scikit-learn: imported on first fit
 
-            return KNNRegionForecaster(random_state=seed)
+            return KNNRegionForecaster(random_state=seed, prior=float(self.prior))
         from sklearn.base import clone
 
         base = clone(self.forecaster)
@@ -706,8 +765,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         check_int(self.cv, "cv", low=2)
         _se_margins(self.n_se)
         check_float(self.shift_alpha, "shift_alpha", low=0.0, high=1.0)
+        check_float(self.prior, "prior", low=0.0)
 
-    def fit(self, pred, y_true, *, raw: bool = True):
+    def fit(self, pred, y_true, *, groups=None, raw: bool = True):
         """Choose and fit the recalibration map of each event kind on a recalibration set.
 
         Parameters
@@ -716,6 +776,16 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             Predictions on the recalibration inputs (disjoint from the model's training data).
         y_true : array-like or list of array-like
             Their true labelings.
+        groups : array-like of shape (n_inputs,), optional
+            One group id per input: the document a sentence comes from, the image of a
+            nucleus, the writer of a word, the patient or video of a frame. Every
+            cross-validation inside (the choice of ``method='auto'``, the forecasters'
+            own choice of region size), the standard errors of the selection rule and
+            the shift test's reference treat a group as the unit: its inputs are never
+            split across folds, so that near-duplicates within a group (repeated
+            mentions in a document, neighbouring nuclei) cannot make a flexible map look
+            better than it is on new groups. Default: each input is its own group (the
+            events of one input are never split).
         raw : bool, default=True
             Compute the model's raw probability of the events (needed by the ``'raw'`` and
             ``'isotonic'`` methods and the shift test's ``raw`` column); False leaves only
@@ -726,11 +796,22 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         self
         """
         self._check_params()
+        if y_true is None:
+            raise ParameterError(
+                "`y_true` is required: fit learns the recalibration map from the true "
+                "labelings of the recalibration inputs (one per input, as StructuredPrediction "
+                "was built)"
+            )
         rng = check_random_state(self.random_state)
         self.kinds_ = self._kinds()
         verbose = bool(self.verbose)
+        n_items = getattr(pred, "n_items", None)
+        item_group = _item_groups(groups, n_items) if n_items is not None else None
         message("building the events and their features ...", verbose)
         table = self.events(pred, y_true, raw=raw)
+        if item_group is None:
+            item_group = _item_groups(groups, int(table.item.max()) + 1 if table.n_events else 0)
+        event_group = item_group[table.item]
         if isinstance(self.method, dict):
             keys = ["pooled"] if self.pooled else list(table.kind_names)
             unknown = sorted(set(self.method) - set(keys))
@@ -747,16 +828,23 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 raise ParameterError(f"the recalibration set has no events of kind {key!r}")
             r = self._raw(table, rows)
             items = table.item[rows]
+            grp = event_group[rows]
             seed = int(rng.integers(0, 2**31 - 1))
-            method, scores, ses = self._select(key, X, y, r, items, seed)
+            method, scores, ses = self._select(key, X, y, r, grp, seed)
             if method == "isotonic":
-                model = _fit_isotonic(r, y)
+                model = _fit_isotonic(r, y, float(self.prior))
                 if model is not None:
                     self.forecasters_[key] = model
                 else:  # one outcome only: the isotonic map is that constant; so is k-NN's
                     method = "forecaster"
             if method == "forecaster":
-                self.forecasters_[key] = self._base_forecaster(seed).fit(X, y)
+                with warnings.catch_warnings():
+                    from .forecasters import SingleClassWarning
+
+                    if self.prior > 0:  # the prior keeps a one-outcome kind off 0 and 1
+                        warnings.simplefilter("ignore", SingleClassWarning)
+                    self.forecasters_[key] = _fit_with_groups(
+                        self._base_forecaster(seed), X, y, grp)
             self.feature_names_[key] = names
             self.selection_[key] = {
                 "method": method,
@@ -764,6 +852,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 "cv_brier_se": ses,
                 "n_events": int(y.shape[0]),
                 "n_items": int(np.unique(items).shape[0]),
+                "n_groups": int(np.unique(grp).shape[0]),
             }
             extra = r is not None and "raw" not in names  # raw as a column of its own
             cols = (["raw"] if extra else []) + list(names)
@@ -788,7 +877,13 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         if r is None:
             return "forecaster", {}, {}
         losses = self._held_out_losses(X, y, r, items, seed)
-        if losses is None:  # a single input: nothing to hold out; keep the model's probability
+        if losses is None:  # a single group: nothing to hold out; keep the model's probability
+            warnings.warn(
+                f"the recalibration events of {key!r} come from a single group (input or "
+                "document), so no candidate map can be checked on held-out data: the model's "
+                "raw probability is kept for this kind. Recalibrate on more inputs.",
+                UserWarning, stacklevel=4,
+            )
             return "raw", {}, {}
         chosen = _one_se_choice(losses, items, self.n_se)
         scores = {m: float(np.mean(losses[m])) for m in METHODS}
@@ -807,10 +902,13 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             return None
         fold = _item_folds(items, n_folds, np.random.default_rng(seed))
         yf = y.astype(np.float64)
-        held_out = {"isotonic": np.empty(y.shape[0]), "forecaster": np.empty(y.shape[0])}
+        prior = float(self.prior)
+        held_out = {m: np.empty(y.shape[0]) for m in METHODS}
         for f in range(n_folds):
             test, train = fold == f, fold != f
-            iso = _fit_isotonic(r[train], y[train])
+            lo, hi = _support_bounds(int(train.sum()), prior)
+            held_out["raw"][test] = np.clip(r[test], lo, hi)
+            iso = _fit_isotonic(r[train], y[train], prior)
             held_out["isotonic"][test] = (
                 float(y[train][0]) if iso is None else iso.predict_proba(r[test])[:, 1]
             )
@@ -818,12 +916,12 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 from .forecasters import SingleClassWarning
 
                 warnings.simplefilter("ignore", SingleClassWarning)
-                model = self._base_forecaster(seed).fit(X[train], y[train])
+                model = _fit_with_groups(self._base_forecaster(seed), X[train], y[train],
+                                         items[train])
             held_out["forecaster"][test] = _positive_column(model, X[test])
-        losses = {"raw": (np.clip(r, 0.0, 1.0) - yf) ** 2}
-        for name, p in held_out.items():
-            losses[name] = (p - yf) ** 2
-        return losses
+            held_out["isotonic"][test] = np.clip(held_out["isotonic"][test], lo, hi)
+            held_out["forecaster"][test] = np.clip(held_out["forecaster"][test], lo, hi)
+        return {name: (p - yf) ** 2 for name, p in held_out.items()}
 
     def format_selection(self, scale: float = 100.0) -> str:
         """A text table of the method chosen for each kind and the candidates' CV Brier scores.
@@ -891,15 +989,15 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             rows = self._rows(table, key)
             if not rows.any():  # no events of this kind in the batch: nothing to forecast
                 continue
+            lo, hi = _support_bounds(sel["n_events"], float(getattr(self, "prior", 0.0)))
             if sel["method"] == "forecaster":
-                forecast[rows] = _positive_column(self.forecasters_[key], X)
+                forecast[rows] = np.clip(_positive_column(self.forecasters_[key], X), lo, hi)
                 continue
             r = self._raw(table, rows)
             if r is None:
                 raise ParameterError(f"the events of {key!r} have no raw probability to recalibrate")
-            # (raw probabilities can round past 1 by an ulp or so at large magnitudes)
-            forecast[rows] = (np.clip(r, 0.0, 1.0) if sel["method"] == "raw"
-                              else _positive_column(self.forecasters_[key], r))
+            forecast[rows] = np.clip(r if sel["method"] == "raw"
+                                     else _positive_column(self.forecasters_[key], r), lo, hi)
         if self.shift_check:
             self._warn_if_shifted(self._shift_test(table))
         return CalibratedEvents(table, forecast)

@@ -174,7 +174,8 @@ def test_auto_rule_tie_goes_to_the_simpler_candidate():
     # regression does not: the two estimate the same map. Here its CV score is lower by
     # less than one SE; the rule keeps isotonic, the plain lowest score would not.
     pred, y, _ = _overconfident_world(400, seed=10, temperature=3.0)
-    kw = dict(kinds=[MAPEvent()], features=["raw"], forecaster=SMALL_KNN, random_state=0, shift_check=False)
+    kw = dict(kinds=[MAPEvent()], features=["raw"], forecaster=SMALL_KNN, random_state=0,
+              shift_check=False, prior=0.0)
     sel = StructuredRecalibrator(**kw).fit(pred, y).selection_["map"]
     assert sel["method"] == "isotonic"
     diff = sel["cv_brier"]["forecaster"] - sel["cv_brier"]["isotonic"]
@@ -238,7 +239,8 @@ def test_clustered_se_matches_a_direct_computation():
 def test_cv_scores_match_a_direct_computation():
     pred, y, _ = _overconfident_world(300, seed=13)
     rec = StructuredRecalibrator(kinds=[MarginalEvent()], features=["phi_mg2", "raw"],
-                                 forecaster=SMALL_KNN, cv=4, random_state=3).fit(pred, y)
+                                 forecaster=SMALL_KNN, cv=4, random_state=3,
+                                 prior=0.0).fit(pred, y)
     t = rec.events(pred, y)
     r, o = t.raw, t.outcome
     sel = rec.selection_["marginal"]
@@ -279,11 +281,11 @@ def test_same_inputs_same_outputs():
 def test_forced_methods():
     pred, y, _ = _overconfident_world(200, seed=16)
     test, _, _ = _overconfident_world(100, seed=17)
-    raw = StructuredRecalibrator(method="raw").fit(pred, y)
+    raw = StructuredRecalibrator(method="raw", prior=0.0).fit(pred, y)
     out = raw.predict(test)
     np.testing.assert_array_equal(out.forecast, out.table.raw)
     assert raw.forecasters_ == {} and raw.selection_["map"]["cv_brier"] == {}
-    iso = StructuredRecalibrator(method="isotonic").fit(pred, y)
+    iso = StructuredRecalibrator(method="isotonic", prior=0.0).fit(pred, y)
     t = iso.events(pred, y)
     m = t.kind == 1
     direct = IsotonicCalibration().fit(t.raw[m], t.outcome[m])
@@ -298,7 +300,7 @@ def test_forced_methods():
     auto = StructuredRecalibrator(kinds=[Predicate(lambda lab: bool(lab[0] == 0), "first0")],
                                   forecaster=SMALL_KNN).fit(pred, y)
     assert auto.selection_["first0"] == {"method": "forecaster", "cv_brier": {}, "cv_brier_se": {},
-                                         "n_events": 200, "n_items": 200}
+                                         "n_events": 200, "n_items": 200, "n_groups": 200}
     with pytest.raises(ParameterError, match="method 'isotonic' needs the model's raw probability"):
         StructuredRecalibrator(kinds=[Predicate(lambda lab: True, "t")], method="isotonic").fit(pred, y)
     with pytest.raises(ParameterError, match="`method` must be one of"):

@@ -32,11 +32,15 @@ class InterpolatedMap:
         return np.interp(np.asarray(s, dtype=np.float64), self.x, self.y)
 
 
-def isotonic_fit(s, outcome, w):
+def isotonic_fit(s, outcome, w, prior=0.0):
     """Weighted isotonic regression of ``outcome`` on ``s``: (unique x, fitted y), thinned.
 
     Tied scores are merged first (weighted mean outcome, summed weight); points inside
     a constant run are dropped except its ends, which leaves the interpolant unchanged.
+    With ``prior > 0`` each step (block of the fit) of weight ``n`` and mean ``f`` is
+    shrunk to ``(n f + prior) / (n + 2 prior)``, the posterior mean of its frequency under
+    a Beta(prior, prior) prior, and the shrunk steps are made monotone again by a second
+    pool-adjacent-violators pass (weights ``n + 2 prior``).
     """
     keep = w > 0
     s, outcome, w = s[keep], outcome[keep], w[keep]
@@ -44,6 +48,12 @@ def isotonic_fit(s, outcome, w):
     wx = np.bincount(inverse, weights=w, minlength=x.shape[0])
     yx = np.bincount(inverse, weights=w * outcome, minlength=x.shape[0]) / wx
     fitted = pav(yx, wx)
+    if prior > 0 and fitted.shape[0]:
+        starts = np.flatnonzero(np.concatenate([[True], fitted[1:] != fitted[:-1]]))
+        bw = np.add.reduceat(wx, starts)
+        shrunk = (bw * fitted[starts] + prior) / (bw + 2.0 * prior)
+        refit = pav(shrunk, bw + 2.0 * prior)
+        fitted = np.repeat(refit, np.diff(np.concatenate([starts, [fitted.shape[0]]])))
     if fitted.shape[0] > 2:
         inner = (fitted[1:-1] != fitted[:-2]) | (fitted[1:-1] != fitted[2:])
         mask = np.concatenate([[True], inner, [True]])
@@ -59,6 +69,17 @@ class IsotonicCalibration(ScoreCalibrator):
     calibration scores (scikit-learn's ``IsotonicRegression(out_of_bounds="clip")``
     gives the same map). Multiclass scores are calibrated one column at a time and
     renormalised.
+
+    Parameters
+    ----------
+    prior : float, default=0.0
+        Pseudo-count added to each outcome of every step of the fit: a step of ``n``
+        events of which ``s`` are positive forecasts ``(s + prior) / (n + 2 prior)``, the
+        posterior mean of its frequency under a Beta(prior, prior) prior (steps that
+        would then break monotonicity are pooled again). 0 gives plain isotonic
+        regression, whose lowest and highest steps are often exactly 0 and 1; 0.5
+        (Jeffreys' prior) keeps every forecast within ``[0.5/(n+1), 1 - 0.5/(n+1)]`` of
+        its step's ``n``.
 
     Attributes
     ----------
@@ -85,6 +106,18 @@ class IsotonicCalibration(ScoreCalibrator):
     array([0. , 0.5, 1. ])
     """
 
+    def __init__(self, prior=0.0):
+        self.prior = prior
+
+    def _validate_hyperparameters(self):
+        p = self.prior
+        if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.number)) or not (
+            np.isfinite(p) and p >= 0
+        ):
+            from ..exceptions import ParameterError
+
+            raise ParameterError(f"`prior` must be a finite number >= 0; got {p!r}")
+
     def _fit_column(self, s, outcome, w, column):
-        x, y = isotonic_fit(s, outcome, w)
+        x, y = isotonic_fit(s, outcome, w, float(self.prior))
         return InterpolatedMap(x, y)

@@ -301,6 +301,20 @@ def _row_mul(X, x0, Y, y0, c, O, o0, K):
 
 
 @kernel
+def _row_mul_prob(X, x0, Y, y0, c, O, o0, K):
+    """:func:`_row_mul` for probabilities: each product is clamped to at most 1 (a
+    marginal of a near-certain label can round past 1 by an ulp)."""
+    one = vsplat(1.0)
+    j = 0
+    while j + LANES <= K:
+        vstore(O, o0 + j, min(vload(X, x0 + j) * vload(Y, y0 + j) * c, one))
+        j += LANES
+    while j < K:
+        O[o0 + j] = min(X[x0 + j] * Y[y0 + j] * c, 1.0)
+        j += 1
+
+
+@kernel
 def _row_scale(X, x0, c, O, o0, K):
     """``O[o0:o0+K] = X[x0:x0+K] * c`` (the rows may coincide)."""
     j = 0
@@ -806,11 +820,47 @@ def _backward_scaled(
         _row_mul(uu, r * Kp, bp, 0, 1.0 / z[t + 1], wp, 0, K)
         if do_edge:  # p(y_t = i, y_t+1 = j) = a[t, i] E[m, i, j] w[j]
             for i in range(K):
-                _row_mul(Ep, (m * K + i) * Kp, wp, 0, marg[s + t, i], ep, ((e0 + t) * K + i) * K, K)
+                _row_mul_prob(Ep, (m * K + i) * Kp, wp, 0, marg[s + t, i], ep,
+                              ((e0 + t) * K + i) * K, K)
         _vecmat_padded(wp, 0, ETp, m * K * Kp, wp, 0, bp, 0, K, Kp, False, False)
-        _row_mul(mp, (s + t) * K, bp, 0, 1.0, mp, (s + t) * K, K)
+        _row_mul_prob(mp, (s + t) * K, bp, 0, 1.0, mp, (s + t) * K, K)
     total = _row_sum(mp, s * K, K)
     return abs(total - 1.0) < 1e-6
+
+
+@kernel
+def _normalise_log_row(X, r, K):
+    """Subtract the row's maximum from ``X[r]`` in place and return it (``-inf``, row left
+    as it is, when every entry is ``-inf``)."""
+    c = _NEG_INF
+    for j in range(K):
+        c = max(c, X[r, j])
+    if c != _NEG_INF:
+        for j in range(K):
+            X[r, j] -= c
+    return c
+
+
+@kernel
+def _softmax_row(v, O, r, K):
+    """``O[r] = exp(v - max(v)) / sum(exp(v - max(v)))``: a probability row (entries in
+    [0, 1], summing to 1 up to rounding) at any magnitude of ``v``; all zeros when every
+    entry of ``v`` is ``-inf``."""
+    m = _NEG_INF
+    for j in range(K):
+        m = max(m, v[j])
+    if m == _NEG_INF:
+        for j in range(K):
+            O[r, j] = 0.0
+        return
+    total = 0.0
+    for j in range(K):
+        e = exp_nonpositive(v[j] - m)
+        O[r, j] = e
+        total += e
+    inv = 1.0 / total
+    for j in range(K):
+        O[r, j] = min(O[r, j] * inv, 1.0)
 
 
 @kernel(switches=("masked",))
@@ -821,30 +871,46 @@ def _forward_backward_log(
     """Exact log-space forward(-backward): the fallback. Returns the log-partition
     (``-inf`` if the chain is infeasible).
 
-    Log forward rows go to ``A`` as in :func:`_forward_scaled` (rows ``a0:a0+L`` when
-    ``store``, else two alternating rows); with ``store`` a backward pass then turns them
-    into node marginals in place (and writes edge marginals when ``do_edge``), keeping
-    two rows of backward messages in ``lb`` (2, K). The mask arguments are those of
-    :func:`_fill_block` (forward only).
+    Every row of forward messages (and of backward messages) is normalised to a maximum
+    of 0 as it is made, its maximum added to the log-partition, so that no message grows
+    with the chain: the sums formed stay within a few times the potentials' own
+    magnitude, and marginals are made by a softmax of forward plus backward rows, never
+    by subtracting the log-partition (at magnitudes of 10^12 and beyond that difference
+    cancels catastrophically). Node and edge marginals are therefore probabilities (in
+    [0, 1], each row summing to 1 up to rounding) at every magnitude the potentials may
+    have (see :data:`structcal._validation.MAX_LOG_POTENTIAL`); their log-odds are exact
+    up to a rounding error of a few ulps of the potentials' magnitude times the chain
+    length.
+
+    Normalised log forward rows go to ``A`` as in :func:`_forward_scaled` (rows
+    ``a0:a0+L`` when ``store``, else two alternating rows); with ``store`` a backward
+    pass then turns them into node marginals in place (and writes edge marginals when
+    ``do_edge``), keeping two rows of backward messages in ``lb`` (2, K). The mask
+    arguments are those of :func:`_fill_block` (forward only).
     """
     K = unary.shape[1]
     up = data_pointer(unary)
     terms = np.empty(K)
+    logz = 0.0
     for t in range(L):
         rp, r0 = _unary_row(up, s, t, K, masked, first, nxt, callowed, tmp)
         cur = a0 + t if store else t & 1
         if t == 0:
             for j in range(K):
                 A[cur, j] = rp[r0 + j]
-            continue
-        prev = a0 + t - 1 if store else (t - 1) & 1
-        m = (mat0 + t - 1) * pw_stride
-        for j in range(K):
-            for i in range(K):
-                terms[i] = A[prev, i] + pw[m, i, j]
-            A[cur, j] = _logsumexp_row(terms) + rp[r0 + j]
-    logz = _logsumexp_row(A[a0 + L - 1] if store else A[(L - 1) & 1])
-    if logz == _NEG_INF or not store:
+        else:
+            prev = a0 + t - 1 if store else (t - 1) & 1
+            m = (mat0 + t - 1) * pw_stride
+            for j in range(K):
+                for i in range(K):
+                    terms[i] = A[prev, i] + pw[m, i, j]
+                A[cur, j] = _logsumexp_row(terms) + rp[r0 + j]
+        c = _normalise_log_row(A, cur, K)
+        if c == _NEG_INF:
+            return _NEG_INF
+        logz += c
+    logz += _logsumexp_row(A[a0 + L - 1] if store else A[(L - 1) & 1])
+    if not store:
         return logz
     for j in range(K):
         lb[(L - 1) & 1, j] = 0.0
@@ -856,16 +922,30 @@ def _forward_backward_log(
             for j in range(K):
                 terms[j] = pw[m, i, j] + unary[s + t + 1, j] + nx[j]
             cu[i] = _logsumexp_row(terms)
+        _normalise_log_row(lb, t & 1, K)
         if do_edge:
+            top = _NEG_INF
             for i in range(K):
                 for j in range(K):
-                    edge[e0 + t, i, j] = math.exp(
-                        A[a0 + t, i] + pw[m, i, j] + unary[s + t + 1, j] + nx[j] - logz
-                    )
+                    v = A[a0 + t, i] + pw[m, i, j] + unary[s + t + 1, j] + nx[j]
+                    edge[e0 + t, i, j] = v
+                    top = max(top, v)
+            total = 0.0
+            for i in range(K):
+                for j in range(K):
+                    e = exp_nonpositive(edge[e0 + t, i, j] - top) if top != _NEG_INF else 0.0
+                    edge[e0 + t, i, j] = e
+                    total += e
+            inv = 1.0 / total if total > 0.0 else 0.0
+            for i in range(K):
+                for j in range(K):
+                    edge[e0 + t, i, j] = min(edge[e0 + t, i, j] * inv, 1.0)
         for j in range(K):  # row t + 1 is done with: forward + backward -> marginal
-            A[a0 + t + 1, j] = math.exp(A[a0 + t + 1, j] + nx[j] - logz)
+            terms[j] = A[a0 + t + 1, j] + nx[j]
+        _softmax_row(terms, A, a0 + t + 1, K)
     for j in range(K):
-        A[a0, j] = math.exp(A[a0, j] + lb[0, j] - logz)
+        terms[j] = A[a0, j] + lb[0, j]
+    _softmax_row(terms, A, a0, K)
     return logz
 
 

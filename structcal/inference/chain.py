@@ -6,13 +6,14 @@ kernel over all chains in parallel. Results are small documented objects.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from .._validation import as_bool_array, as_int_array, check_int, check_offsets, describe
-from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError
+from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError, PrecisionWarning
 from ..potentials import ChainPotentials
 from . import _chain
 
@@ -152,6 +153,36 @@ def _labels_iv(potentials: ChainPotentials, labels, name="labels") -> np.ndarray
     )
 
 
+#: Estimated error (nats) of a log-partition above which :class:`PrecisionWarning` is issued.
+PRECISION_TOLERANCE = 1e-6
+
+
+def _warn_precision(logz: np.ndarray, lengths: np.ndarray):
+    """Warn when float64 rounding limits the accuracy of probabilities derived from ``logz``.
+
+    A log-partition is a sum over the chain of terms as large as itself; its rounding
+    error is about ``length * eps * |logz|`` nats, and so is the relative error of every
+    probability made from a difference of two of them (an event's probability, the MAP's
+    probability). Typical chains are many orders of magnitude below the tolerance; huge
+    scores on likely labelings (or chains of millions of tokens) are not.
+    """
+    if logz.shape[0] == 0:
+        return
+    finite = np.isfinite(logz)
+    est = np.finfo(np.float64).eps * lengths * np.abs(np.where(finite, logz, 0.0))
+    worst = int(np.argmax(est))
+    if est[worst] > PRECISION_TOLERANCE:
+        n = int(np.count_nonzero(est > PRECISION_TOLERANCE))
+        warnings.warn(
+            f"{n} chain(s) have log-partitions so large (chain {worst}: {logz[worst]:.3g} over "
+            f"{int(lengths[worst])} tokens) that float64 rounding limits probabilities derived "
+            f"from them (event and MAP probabilities) to a relative accuracy of about "
+            f"{est[worst]:.1g}; marginals are still probabilities. Scores this large on likely "
+            "labelings are unusual: check the scale of the potentials.",
+            PrecisionWarning, stacklevel=3,
+        )
+
+
 def _log_partition(p: ChainPotentials, chains=None) -> np.ndarray:
     """Log-partition of the given chains (all by default) by a forward pass only."""
     if chains is None:
@@ -162,6 +193,7 @@ def _log_partition(p: ChainPotentials, chains=None) -> np.ndarray:
         np.zeros((0, p.n_states), bool),
     )
     _raise_infeasible(np.where(logz == -np.inf, _chain.STATUS_INFEASIBLE, _chain.STATUS_OK))
+    _warn_precision(logz, p.lengths[uniq])
     return logz[inverse]
 
 
@@ -196,9 +228,16 @@ def infer(
     pass with per-step rescaling in probability space, certified as it runs: a chain is
     kept only if no term of it can have underflowed (a bound from the spread of each
     step's potentials and the smallest forward value so far); any other chain is
-    recomputed in log space (reported in ``n_fallback``). Every result is therefore
-    exact up to rounding, at any magnitude (see the Numerics notes of
-    :mod:`structcal.inference._chain`).
+    recomputed in log space (reported in ``n_fallback``), whose messages are normalised
+    at every step and whose marginals are softmaxes of forward plus backward messages.
+    Every marginal is therefore a probability (in [0, 1], rows summing to 1 up to
+    rounding) at any magnitude of the potentials (finite ones at most
+    :data:`~structcal._validation.MAX_LOG_POTENTIAL`, about 1e301, in magnitude), exact
+    up to rounding relative to the magnitude of the scores of likely labelings (see the
+    Numerics notes of :mod:`structcal.inference._chain`). The log-partition is a sum of
+    terms as large as itself; when its rounding error (about ``length * 2.2e-16 *
+    |log_partition|``) exceeds :data:`PRECISION_TOLERANCE`, a
+    :class:`~structcal.exceptions.PrecisionWarning` says so.
 
     Memory: besides the outputs, each thread holds scratch for the longest chain of its
     chunk: a few rows of ``Kp`` values per token, ``Kp`` = K rounded up to a multiple of
@@ -244,6 +283,8 @@ def infer(
             scores, logz, marg, edge, status, work=8 * int(p.lengths[pending].sum()),
         )
     _raise_infeasible(status)
+    if marginals:
+        _warn_precision(logz, p.lengths)
     return ChainInference(
         map_labels=labels if map else None,
         map_score=scores if map else None,

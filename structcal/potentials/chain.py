@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._ragged import offsets_from_lengths, ragged_rows
-from .._validation import as_float_array, as_int_array, check_offsets, describe
+from .._validation import MAX_LOG_POTENTIAL, as_float_array, as_int_array, check_offsets, describe
 from ..exceptions import ParameterError, ParameterTypeError
 
 __all__ = ["ChainPotentials"]
@@ -111,7 +111,7 @@ class ChainPotentials:
 
     def __init__(self, unary, offsets, pairwise):
         given = (unary, offsets, pairwise)
-        unary = as_float_array(unary, "unary", ndim=2, allow_neginf=True)
+        unary = as_float_array(unary, "unary", ndim=2, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
         n_tokens, n_states = unary.shape
         if n_states < 1:
             raise ParameterError(f"`unary` must have at least one state (column); got shape {unary.shape}")
@@ -119,7 +119,7 @@ class ChainPotentials:
         lengths = np.diff(offsets)
         edge_offsets = np.zeros_like(offsets)
         np.cumsum(np.maximum(lengths - 1, 0), out=edge_offsets[1:])
-        pairwise = as_float_array(pairwise, "pairwise", allow_neginf=True)
+        pairwise = as_float_array(pairwise, "pairwise", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
         if pairwise.ndim == 2:
             if pairwise.shape != (n_states, n_states):
                 raise ParameterError(
@@ -168,7 +168,7 @@ class ChainPotentials:
             raise ParameterError("`unaries` must hold at least one chain; got an empty list")
         arrays = []
         for c, u in enumerate(unaries):
-            u = as_float_array(u, f"unaries[{c}]", ndim=2, allow_neginf=True)
+            u = as_float_array(u, f"unaries[{c}]", ndim=2, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
             if arrays and u.shape[1] != arrays[0].shape[1]:
                 raise ParameterError(
                     f"every chain must have the same number of states; unaries[0] has "
@@ -188,7 +188,7 @@ class ChainPotentials:
             mats = []
             for c, (pw, u) in enumerate(zip(pairwise, arrays)):
                 want = (max(u.shape[0] - 1, 0), K, K)
-                pw = as_float_array(pw, f"pairwise[{c}]", allow_neginf=True)
+                pw = as_float_array(pw, f"pairwise[{c}]", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
                 if pw.shape != want:
                     raise ParameterError(
                         f"`pairwise[{c}]` must have shape (L - 1, n_states, n_states)={want}; "
@@ -221,7 +221,7 @@ class ChainPotentials:
         -------
         ChainPotentials
         """
-        unary = as_float_array(scores, "scores", ndim=2, allow_neginf=True)
+        unary = as_float_array(scores, "scores", ndim=2, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
         offsets = _offsets_from_lengths(lengths)
         if offsets[-1] != unary.shape[0]:
             raise ParameterError(
@@ -234,10 +234,10 @@ class ChainPotentials:
         if start is not None or end is not None:
             unary = unary.copy()
         if start is not None:
-            start = as_float_array(start, "start", shape=(K,), ndim=1, allow_neginf=True)
+            start = as_float_array(start, "start", shape=(K,), ndim=1, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
             unary[offsets[:-1][nonempty]] += start
         if end is not None:
-            end = as_float_array(end, "end", shape=(K,), ndim=1, allow_neginf=True)
+            end = as_float_array(end, "end", shape=(K,), ndim=1, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
             unary[offsets[1:][nonempty] - 1] += end
         if start is not None or end is not None:
             unary.flags.writeable = False  # our copy: the constructor need not copy it

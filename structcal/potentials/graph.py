@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, as_int_array, check_int, check_offsets, describe
+from .._validation import MAX_LOG_POTENTIAL, as_float_array, as_int_array, check_int, check_offsets, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from .chain import ChainPotentials, _offsets_from_lengths, _owned, _readonly
 
@@ -246,7 +246,7 @@ class GraphPotentials:
         self, unary, offsets, edges, edge_offsets, pairwise=None, *, edge_type=None, potts=None
     ):
         given = (unary, offsets, edges, edge_offsets, pairwise, edge_type, potts)
-        unary = as_float_array(unary, "unary", ndim=2, allow_neginf=True)
+        unary = as_float_array(unary, "unary", ndim=2, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
         n_nodes, K = unary.shape
         if K < 1:
             raise ParameterError(
@@ -311,7 +311,7 @@ class GraphPotentials:
         n = len(unary_list)
         arrays = []
         for g, u in enumerate(unary_list):
-            u = as_float_array(u, f"unaries[{g}]", ndim=2, allow_neginf=True)
+            u = as_float_array(u, f"unaries[{g}]", ndim=2, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
             if arrays and u.shape[1] != arrays[0].shape[1]:
                 raise ParameterError(
                     f"every graph must have the same number of states; unaries[0] has "
@@ -342,7 +342,7 @@ class GraphPotentials:
         if isinstance(pairwise, (list, tuple)):
             pw_list = _as_list(pairwise, "pairwise", length=n)
             mats = [
-                as_float_array(pw, f"pairwise[{g}]", allow_neginf=True)
+                as_float_array(pw, f"pairwise[{g}]", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
                 for g, pw in enumerate(pw_list)
             ]
             for g, (pw, e) in enumerate(zip(mats, parts)):
@@ -370,7 +370,8 @@ class GraphPotentials:
                 np.concatenate(
                     [
                         as_float_array(
-                            w, f"potts[{g}]", ndim=1, shape=(parts[g].shape[0],), allow_neginf=True
+                            w, f"potts[{g}]", ndim=1, shape=(parts[g].shape[0],),
+                            allow_neginf=True, max_abs=MAX_LOG_POTENTIAL,
                         )
                         for g, w in enumerate(pl)
                     ]
@@ -449,6 +450,7 @@ class GraphPotentials:
                         f"unary of node {node!r} of graphs[{g}]",
                         ndim=1,
                         allow_neginf=True,
+                        max_abs=MAX_LOG_POTENTIAL,
                     )
                 )
             if rows and len({r.shape[0] for r in rows}) != 1:
@@ -514,11 +516,11 @@ class GraphPotentials:
             if not unaries:
                 raise ParameterError("`unaries` must hold at least one image; got an empty list")
             arrays = [
-                as_float_array(u, f"unaries[{g}]", ndim=3, allow_neginf=True)
+                as_float_array(u, f"unaries[{g}]", ndim=3, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
                 for g, u in enumerate(unaries)
             ]
         else:
-            u = as_float_array(unaries, "unaries", allow_neginf=True)
+            u = as_float_array(unaries, "unaries", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
             if u.ndim not in (3, 4):
                 raise ParameterError(
                     "`unaries` must have shape (height, width, n_states), (n_images, height, "
@@ -569,14 +571,14 @@ class GraphPotentials:
                         f"`potts` must hold one array per image ({len(arrays)}); got {len(potts)}"
                     )
                 potts = np.concatenate([
-                    as_float_array(w, f"potts[{g}]", ndim=1, shape=(counts[g],), allow_neginf=True)
+                    as_float_array(w, f"potts[{g}]", ndim=1, shape=(counts[g],), allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
                     for g, w in enumerate(potts)
                 ]) if potts else np.zeros(0)
             elif np.ndim(potts) == 0:
                 potts = np.full(edges.shape[0], float(
-                    as_float_array(np.reshape(potts, 1), "potts", allow_neginf=True)[0]))
+                    as_float_array(np.reshape(potts, 1), "potts", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)[0]))
             else:
-                w = as_float_array(potts, "potts", allow_neginf=True)
+                w = as_float_array(potts, "potts", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
                 if w.ndim == 1 and len(arrays) == 1:
                     w = w[None]
                 if w.ndim != 2 or w.shape[0] != len(arrays) or (
@@ -588,7 +590,7 @@ class GraphPotentials:
                     )
                 potts = w.reshape(-1)
         else:
-            pairwise = as_float_array(pairwise, "pairwise", allow_neginf=True)
+            pairwise = as_float_array(pairwise, "pairwise", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
             n_dir = 2 if connectivity == 4 else 4
             if pairwise.shape == (n_dir, K, K):
                 edge_type = direction
@@ -868,7 +870,7 @@ class GraphPotentials:
         -------
         GraphPotentials
         """
-        unary = as_float_array(unary, "unary", ndim=2, shape=self.unary.shape, allow_neginf=True)
+        unary = as_float_array(unary, "unary", ndim=2, shape=self.unary.shape, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
         return GraphPotentials._trusted(
             unary,
             self.offsets,
@@ -963,10 +965,10 @@ def _check_pairwise(pairwise, edge_type, potts, m, K):
             )
         if np.ndim(potts) == 0:
             arr = np.full(
-                m, float(as_float_array(np.reshape(potts, 1), "potts", allow_neginf=True)[0])
+                m, float(as_float_array(np.reshape(potts, 1), "potts", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)[0])
             )
         else:
-            arr = as_float_array(potts, "potts", allow_neginf=True)
+            arr = as_float_array(potts, "potts", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
         if arr.ndim == 0:
             arr = np.full(m, float(arr))
         elif arr.shape != (m,):
@@ -974,7 +976,7 @@ def _check_pairwise(pairwise, edge_type, potts, m, K):
                 f"`potts` must be a scalar or have shape (n_edges,)=({m},); got {arr.shape}"
             )
         return None, None, np.ascontiguousarray(arr)
-    pairwise = as_float_array(pairwise, "pairwise", allow_neginf=True)
+    pairwise = as_float_array(pairwise, "pairwise", allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
     if pairwise.ndim == 2:
         if pairwise.shape != (K, K):
             raise ParameterError(
