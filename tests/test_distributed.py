@@ -23,7 +23,7 @@ from structcal.distributed import (  # noqa: E402
     write_graph_dataset,
 )
 from structcal.events import MAPEvent, MarginalEvent  # noqa: E402
-from structcal.events.objects import ObjectEvents  # noqa: E402
+from structcal.events.objects import AllObjectsFound, ObjectEvents  # noqa: E402
 from structcal.forecasters import KNNRegionForecaster  # noqa: E402
 from structcal.prediction import StructuredPrediction  # noqa: E402
 from structcal.recalibration import StructuredRecalibrator  # noqa: E402
@@ -403,11 +403,13 @@ def test_graphs_apply_and_fit_equal_the_single_process_path(client, tmp_path):
         node_data={"coords": coords},
     )
     template = StructuredRecalibrator(
-        kinds=[MAPEvent(), MarginalEvent(), ObjectEvents()],
+        kinds=[MAPEvent(), MarginalEvent(), ObjectEvents(), AllObjectsFound(n_samples=8)],
         features={
             "map": ["phi_mp1"],
             "marginal": ["phi_mg2"],
             "object": ["set_size", "raw", "object_eccentricity"],
+            # sampled: an image's probability must not depend on its partition
+            "all_found": ["raw", "phi_mp1"],
         },
         forecaster=KNNRegionForecaster(k_grid=[5, 10], random_state=0),
         method="forecaster",
@@ -437,7 +439,7 @@ def test_graphs_apply_and_fit_equal_the_single_process_path(client, tmp_path):
         tmp_path / "rec", tmp_path / "data", tmp_path / "out", client=client, **GRAPH_OPTIONS
     )
     assert info["n_items"] == 60 and info["n_events"] == want.table.n_events
-    assert set(want.table.kind_names) == {"map", "marginal", "object"}
+    assert set(want.table.kind_names) == {"map", "marginal", "object", "all_found"}
     assert (want.table.kind == 2).sum() > 10
     _assert_same_events(tmp_path / "out", want, ids, pot.offsets)
     success = json.loads((tmp_path / "out" / "_SUCCESS").read_text())

@@ -324,12 +324,51 @@ def test_image_kinds_with_one_seed_share_their_samples():
              ObjectEvents(raw="sampled", n_samples=8, random_state=3)]
     got = [k.probabilities(pred, k.instances(pred)) for k in kinds]
     assert sum(1 for key in pred._cache if key[0] == "_sample_matches") == 1
-    # the same numbers as fresh samples drawn with a Generator of that seed (never cached)
-    fresh = [type(k)(n_samples=8, random_state=np.random.default_rng(3)) if not isinstance(
-        k, ObjectEvents) else ObjectEvents(raw="sampled", n_samples=8,
-                                           random_state=np.random.default_rng(3)) for k in kinds]
-    for k, f, g in zip(kinds, fresh, got):
-        np.testing.assert_array_equal(f.probabilities(pred, k.instances(pred)), g)
+    # the same numbers as fresh samples with that seed on a new prediction (nothing cached)
+    again = StructuredPrediction(p)
+    for k, g in zip(kinds, got):
+        np.testing.assert_array_equal(k.probabilities(again, k.instances(again)), g)
+    # a Generator draws fresh samples every time (never cached)
+    gen = AllObjectsFound(n_samples=8, random_state=np.random.default_rng(3))
+    gen.probabilities(pred, gen.instances(pred))
+    assert sum(1 for key in pred._cache if key[0] == "_sample_matches") == 1
+
+
+@pytest.mark.parametrize("raw", ["sampled", "gibbs"])
+def test_an_images_sampled_probabilities_do_not_depend_on_its_batch(raw):
+    rng = np.random.default_rng(0)
+    us = [np.log(rng.dirichlet(np.ones(3), size=6)) for _ in range(4)]
+    edges = [[(i, i + 1) for i in range(5)]] * 4
+    kinds = [AllObjectsFound(raw=raw), ObjectCountCorrect(raw=raw)]
+    batch = StructuredPrediction(GraphPotentials.from_list(us, edges, potts=0.5))
+    tb = build_events(batch, kinds, features=["raw"])
+    for i in range(4):
+        for order in ([i], [i, (i + 1) % 4], [(i + 2) % 4, i]):
+            sub = StructuredPrediction(GraphPotentials.from_list([us[j] for j in order],
+                                                                 [edges[j] for j in order],
+                                                                 potts=0.5))
+            ts = build_events(sub, kinds, features=["raw"])
+            pos = order.index(i)
+            np.testing.assert_array_equal(ts.raw[ts.item == pos], tb.raw[tb.item == i])
+
+
+def test_objects_of_different_classes_never_match():
+    p = GraphPotentials.from_list([np.log([[0.1, 0.8, 0.1]] * 2)], [[(0, 1)]], potts=1.0)
+    t = build_events(StructuredPrediction(p), [ObjectEvents(), AllObjectsFound()],
+                     y_true=[2, 2], features=["raw"])
+    assert t.outcome.tolist() == [False, False]
+    t = build_events(StructuredPrediction(p), [ObjectEvents(), AllObjectsFound()],
+                     y_true=[1, 1], features=["raw"])
+    assert t.outcome.tolist() == [True, True]
+    # the public matcher: same nodes, other class -> IoU 0
+    from structcal.events import objects as ob
+
+    best, gold_best = ob.match_objects(np.array([0, 0]), 1, np.array([0, 0]), 1,
+                                       np.array([1, 1]), np.array([2, 2]))
+    assert best.tolist() == [0.0] and gold_best.tolist() == [0.0]
+    best, _ = ob.match_objects(np.array([0, 0, -1]), 1, np.array([0, 0, 0]), 1,
+                               np.array([1, 1, 0]), np.array([1, 1, 1]))
+    assert best.tolist() == [pytest.approx(2 / 3)]
 
 
 def test_gibbs_raw_probability_matches_the_crf_by_enumeration():

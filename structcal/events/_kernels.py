@@ -8,6 +8,7 @@ so that sampled event probabilities (a components pass per sample) stay cheap on
 import numpy as np
 
 from .._numba import kernel
+from ..inference._graph import _uniform
 
 
 @kernel
@@ -45,12 +46,14 @@ def components(labels, indptr, indices, background, component, stack):
 
 
 @kernel
-def match(component, n_comp, gold, n_gold, best, gold_best):
+def match(component, n_comp, gold, n_gold, labels, gold_labels, best, gold_best):
     """Best IoU of every predicted component with a gold one, and of every gold component.
 
-    ``best[p] = max_g |p & g| / |p | g|`` (0 without overlap), ``gold_best`` likewise; the
-    intersections are counted component by component (members grouped by a counting
-    sort), so the cost is linear in the nodes.
+    ``best[p] = max_g |p & g| / |p | g|`` (0 without overlap), ``gold_best`` likewise. A
+    node counts in the intersection of ``p`` and ``g`` only if it has the same class in
+    both labelings (``labels[i] == gold_labels[i]``): objects of different classes never
+    match. The intersections are counted component by component (members grouped by a
+    counting sort), so the cost is linear in the nodes.
     """
     n = component.shape[0]
     size_p = np.zeros(n_comp, dtype=np.int64)
@@ -79,8 +82,9 @@ def match(component, n_comp, gold, n_gold, best, gold_best):
     for p in range(n_comp):
         n_touched = 0
         for t in range(start[p], start[p + 1]):
-            g = gold[members[t]]
-            if g >= 0:
+            i = members[t]
+            g = gold[i]
+            if g >= 0 and labels[i] == gold_labels[i]:
                 if count[g] == 0:
                     touched[n_touched] = g
                     n_touched += 1
@@ -97,22 +101,33 @@ def match(component, n_comp, gold, n_gold, best, gold_best):
 
 
 @kernel
-def sample_rows(q, u, out):
-    """One label per row of ``q`` from the uniforms ``u``: the first label whose
-    cumulative weight reaches ``u * (row sum)`` (as ``np.cumsum`` sums, left to right)."""
+def sample_rows(q, offsets, seeds, sample, out):
+    """One label per row of ``q`` (node ``i`` of item ``g``: rows
+    ``offsets[g]:offsets[g+1]``) from the uniform ``u = _uniform(seeds[g], sample * n_g +
+    i - offsets[g])``: the first label whose cumulative weight reaches ``u * (row sum)``
+    (as ``np.cumsum`` sums, left to right). An item's draws depend only on its seed."""
     n, K = q.shape
-    for i in range(n):
-        total = 0.0
-        for a in range(K):
-            total += q[i, a]
-        t = u[i] * total
-        cum = 0.0
-        lab = 0
-        for a in range(K):
-            cum += q[i, a]
-            if cum < t:
-                lab += 1
-        out[i] = min(lab, K - 1)
+    for g in range(offsets.shape[0] - 1):
+        n_g = offsets[g + 1] - offsets[g]
+        for i in range(offsets[g], offsets[g + 1]):
+            _sample_row(q, i, _uniform(seeds[g], sample * n_g + i - offsets[g]), out)
+
+
+@kernel
+def _sample_row(q, i, u, out):
+    """Label of row ``i`` of ``q`` for the uniform ``u`` (see :func:`sample_rows`)."""
+    K = q.shape[1]
+    total = 0.0
+    for a in range(K):
+        total += q[i, a]
+    t = u * total
+    cum = 0.0
+    lab = 0
+    for a in range(K):
+        cum += q[i, a]
+        if cum < t:
+            lab += 1
+    out[i] = min(lab, K - 1)
 
 
 @kernel

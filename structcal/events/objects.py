@@ -33,7 +33,10 @@ from the CRF itself by Gibbs sampling (:func:`~structcal.inference.graph.gibbs_s
 started at the MAP labeling, 20 burn-in sweeps, a sample every 2 sweeps), which keeps
 the correlations between neighbouring pixels that ``q`` drops. The per-image kinds
 always estimate by sampling, from ``q`` or (``raw="gibbs"``) from the CRF. Kinds with the
-same ``random_state`` (an int) and sample source share their samples.
+same ``random_state`` (an int) and sample source share their samples. Each image draws
+from its own random stream, seeded by ``random_state`` and the image's own potentials
+(:mod:`structcal._random`): an image's sampled probabilities are the same alone, in any
+batch, in any partition of a distributed run.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from abc import ABCMeta, abstractmethod
 import numpy as np
 
 from .._ragged import offsets_from_lengths
-from .._validation import check_float, check_int, check_option, check_random_state, describe
+from .._validation import check_float, check_int, check_option, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from ..features import FEATURE_GROUPS, register_feature
 from .kinds import EventInstances, EventKind, _per_item
@@ -124,11 +127,12 @@ def _sets(component, n_components):
     return members, offsets
 
 
-def match_objects(component, n_components, gold_component, n_gold) -> tuple[np.ndarray, np.ndarray]:
-    """Best IoU of every predicted object with a gold object, and vice versa.
+def match_objects(component, n_components, gold_component, n_gold, labels=None,
+                  gold_labels=None) -> tuple[np.ndarray, np.ndarray]:
+    """Best IoU of every predicted object with a gold object of the same class, and vice versa.
 
-    Two components overlap on the nodes they share; components of different classes never
-    share a node (a node has one label in each labeling).
+    A predicted and a gold object overlap on the nodes they share *with the same class in
+    both labelings*; objects of different classes never match, however much they overlap.
 
     Parameters
     ----------
@@ -136,6 +140,9 @@ def match_objects(component, n_components, gold_component, n_gold) -> tuple[np.n
         Predicted and gold components (``-1`` outside objects), e.g. from
         :func:`label_components` on the MAP and on the true labeling.
     n_components, n_gold : int
+    labels, gold_labels : ndarray of shape (n_nodes,), int, optional
+        The two labelings the components come from (their classes). Both or neither:
+        without them every object is taken to be of one class (a binary segmentation).
 
     Returns
     -------
@@ -144,11 +151,28 @@ def match_objects(component, n_components, gold_component, n_gold) -> tuple[np.n
     gold_best_iou : ndarray of shape (n_gold,)
         Largest IoU of each gold object with any predicted object.
     """
+    component = np.ascontiguousarray(component, dtype=np.int64)
+    gold_component = np.ascontiguousarray(gold_component, dtype=np.int64)
+    if component.shape != gold_component.shape:
+        raise ParameterError(
+            f"`component` and `gold_component` must cover the same nodes; got shapes "
+            f"{component.shape} and {gold_component.shape}"
+        )
+    if (labels is None) != (gold_labels is None):
+        raise ParameterError("pass both `labels` and `gold_labels`, or neither")
+    if labels is None:
+        labels = gold_labels = np.zeros(component.shape[0], dtype=np.int64)
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    gold_labels = np.ascontiguousarray(gold_labels, dtype=np.int64)
+    if labels.shape != component.shape or gold_labels.shape != component.shape:
+        raise ParameterError(
+            f"`labels` and `gold_labels` must have one class per node {component.shape}; got "
+            f"{labels.shape} and {gold_labels.shape}"
+        )
     best = np.empty(n_components)
     gold_best = np.empty(n_gold)
-    _kernels().match(np.ascontiguousarray(component, dtype=np.int64), int(n_components),
-                   np.ascontiguousarray(gold_component, dtype=np.int64), int(n_gold), best,
-                   gold_best)
+    _kernels().match(component, int(n_components), gold_component, int(n_gold), labels,
+                     gold_labels, best, gold_best)
     return best, gold_best
 
 
@@ -159,10 +183,12 @@ def _components_of(pred, labels, background, key=None):
     return compute() if key is None else pred._get(key, compute)
 
 
-def _sample_labelings(marginals, rng):
-    """One labeling drawn node by node from the rows of ``marginals``."""
+def _sample_labelings(marginals, offsets, seeds, sample):
+    """Labeling number ``sample`` drawn node by node from the rows of ``marginals``, each
+    item from its own stream (``seeds``, :func:`structcal._random.item_seeds`)."""
     out = np.empty(marginals.shape[0], dtype=np.int64)
-    _kernels().sample_rows(np.ascontiguousarray(marginals), rng.random(marginals.shape[0]), out)
+    _kernels().sample_rows(np.ascontiguousarray(marginals), np.ascontiguousarray(offsets),
+                           seeds, int(sample), out)
     return out
 
 
@@ -176,7 +202,7 @@ def _match(pred, background, labels):
     component, n_comp = _components_of(pred, pred.map_labels, background,
                                        key=("_objects", background))
     gold, n_gold = _components_of(pred, labels, background)
-    best, gold_best = match_objects(component, n_comp, gold, n_gold)
+    best, gold_best = match_objects(component, n_comp, gold, n_gold, pred.map_labels, labels)
     gold_item = pred.item_index[_first_nodes(gold, n_gold)]
     return best, gold_best, gold_item, np.bincount(gold_item, minlength=pred.n_items)
 
@@ -206,9 +232,11 @@ def _sample_matches(pred, background, n_samples, random_state, source):
             draws = _gibbs_chain(p, n_samples, GIBBS_BURN_IN, GIBBS_THIN,
                                  np.asarray(pred.map_labels, dtype=np.int64), random_state)
         else:
-            rng = check_random_state(random_state)
+            from .._random import item_seeds
+
             q = pred.marginals
-            draws = (_sample_labelings(q, rng) for _ in range(n_samples))
+            seeds = item_seeds(pred.potentials.unary, pred.item_offsets, random_state)
+            draws = (_sample_labelings(q, pred.item_offsets, seeds, k) for k in range(n_samples))
         return [_match(pred, background, y) for y in draws]
 
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):

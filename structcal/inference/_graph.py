@@ -1616,13 +1616,15 @@ def _uniform(seed, counter):
 
 @batch_kernel
 def gibbs_batch(offsets, order, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
-                labels, seed, sweep0, n_sweeps, status):
+                labels, seeds, sweep0, n_sweeps, status):
     """Run ``n_sweeps`` Gibbs sweeps on every graph (``prange`` over graphs), in place.
 
     A sweep visits the nodes in ``order`` (colour class by colour class); each node draws
     its label from its conditional distribution given its neighbours' current labels,
     ``softmax(unary_i + sum_j psi_ij(., labels_j))``, with the uniform
-    ``_uniform(seed, sweep * n_nodes + i)`` (sweeps numbered from ``sweep0``): the first
+    ``_uniform(seeds[g], sweep * n_g + i - offsets[g])`` of its graph ``g`` of ``n_g``
+    nodes (sweeps numbered from ``sweep0``), so a graph's draws do not depend on the other
+    graphs of the batch: the first
     label whose cumulative weight exceeds ``u`` times the total. ``status[g]`` is set to
     infeasible if some node had no allowed label (it keeps its label).
     """
@@ -1632,8 +1634,9 @@ def gibbs_batch(offsets, order, unary, kind, pw, pwT, emat, potts, indptr, nbr, 
         tmp = np.empty(K)
         P = _pointers(unary, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels)
         T = data_pointer(tmp)
+        n_g = offsets[g + 1] - offsets[g]
         for s in range(n_sweeps):
-            base = (sweep0 + s) * n
+            base = (sweep0 + s) * n_g - offsets[g]
             for idx in range(offsets[g], offsets[g + 1]):
                 i = order[idx]
                 _conditional_logits(i, kind, K, P, T)
@@ -1651,7 +1654,7 @@ def gibbs_batch(offsets, order, unary, kind, pw, pwT, emat, potts, indptr, nbr, 
                     total += v
                     if v > 0.0:
                         last = a
-                t = _uniform(seed, base + i) * total
+                t = _uniform(seeds[g], base + i) * total
                 lab = last
                 cum = 0.0
                 for a in range(K):

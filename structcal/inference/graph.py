@@ -1165,7 +1165,9 @@ def infer(
 def _gibbs_chain(p: GraphPotentials, n_samples, burn_in, thin, init, random_state):
     """Yield ``n_samples`` labelings of a Gibbs chain (validated arguments; see
     :func:`gibbs_sample`). Each is a new array."""
-    seed = int(check_random_state(random_state).integers(0, 2**62))
+    from .._random import item_seeds
+
+    seeds = item_seeds(p.unary, p.offsets, random_state)
     labels = init.copy() if init is not None else (
         p.unary.argmax(axis=1) if p.n_nodes else np.zeros(0, np.int64))
     labels = np.ascontiguousarray(labels, dtype=np.int64)
@@ -1178,7 +1180,7 @@ def _gibbs_chain(p: GraphPotentials, n_samples, burn_in, thin, init, random_stat
         nonlocal sweep
         if n_sweeps:
             _graph.gibbs_batch(p.offsets, order, p.unary, kind, pw, pwT, emat, potts,
-                               *_structure(p)[:4], labels, seed, sweep, n_sweeps, status,
+                               *_structure(p)[:4], labels, seeds, sweep, n_sweeps, status,
                                work=p.n_nodes * n_sweeps)
             sweep += n_sweeps
             _raise_infeasible(status, "a node has no allowed label given its neighbours in the "
@@ -1225,8 +1227,11 @@ def gibbs_sample(
         Starting labeling (e.g. the MAP); by default each node's best unary label. It must
         be feasible (no forbidden label or pair).
     random_state : int, Generator or None, default=0
-        Seeds the chain. The uniform number of node ``i`` at sweep ``t`` is a hash of
-        ``(seed, t, i)``, so the samples do not depend on the number of threads.
+        Seeds the chains. Each graph's seed is a hash of ``random_state`` and of the
+        graph's own unary potentials, and the uniform number of its node ``i`` at sweep
+        ``t`` a hash of ``(seed, t, i)``: with an int ``random_state`` a graph's samples do
+        not depend on the other graphs of the batch, its position in it, or the number of
+        threads.
 
     Returns
     -------
