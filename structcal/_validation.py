@@ -192,7 +192,14 @@ def as_int_array(
     if arr.size == 0 and arr.dtype == np.float64 and not isinstance(x, np.ndarray):
         arr = arr.astype(np.int64)  # np.asarray([]) is float64; an empty list is fine
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise ParameterTypeError(f"`{name}` must be an integer array; got {describe(arr)}")
+        hint = ""
+        if arr.dtype.kind in "USO":
+            hint = (" (strings such as tag names must first be turned into label indices, "
+                    "e.g. with TagScheme(tag_names).encode(tags))")
+        elif arr.dtype.kind == "f":
+            hint = (" (floats are not rounded: convert integral values explicitly, e.g. "
+                    "with .astype(np.int64))")
+        raise ParameterTypeError(f"`{name}` must be an integer array; got {describe(arr)}{hint}")
     _check_ndim_shape(arr, name, ndim, shape)
     if not allow_empty and arr.size == 0:
         raise ParameterError(f"`{name}` must not be empty; got shape {arr.shape}")

@@ -12,6 +12,7 @@ __all__ = [
     "InfeasibleError",
     "DistributionShiftWarning",
     "PrecisionWarning",
+    "UnknownAttributeWarning",
     "ConvergenceWarning",
     "NotFittedError",
 ]
@@ -44,6 +45,10 @@ class PrecisionWarning(UserWarning):
     labelings, or very long chains) that float64 rounding of the sums behind it limits
     the accuracy of probabilities derived from it; the message gives the estimated error.
     """
+
+
+class UnknownAttributeWarning(UserWarning):
+    """Most tokens given to a tagger adapter match no attribute (feature) of its model."""
 
 
 def __getattr__(name):

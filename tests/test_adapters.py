@@ -190,8 +190,30 @@ def test_crfsuite_bad_inputs(tmp_path, crfsuite_model):
         m.potentials([[{"w": "a"}, {1: "b"}]])
     with pytest.raises(ParameterTypeError, match="list of sentences"):
         m.potentials({"w": "a"})
-    empty = m.potentials([[], [{"w": "zzz-unknown"}]])
+    from structcal.exceptions import UnknownAttributeWarning
+
+    with pytest.warns(UnknownAttributeWarning, match="1 of 1 tokens .* match no attribute"):
+        empty = m.potentials([[], [{"w": "zzz-unknown"}]])
     assert empty.lengths.tolist() == [0, 1] and np.all(empty.unary == 0)
+    # one sentence without the outer list, as sklearn_crfsuite's predict_single takes it
+    with pytest.raises(ParameterTypeError, match=r"X\[0\] is a feature dict: .*pass \[sentence\]"):
+        m.potentials([{"w": "a"}, {"w": "b"}])
+    with pytest.raises(ParameterTypeError, match=r"`X\[0\]\[0\]` must be a token's features"):
+        m.potentials([[1, 2, 3]])
+    # the potentials carry the model's tag names: a scheme in another order is refused
+    from structcal.adapters import TagScheme
+    from structcal.events import EntitySpans, build_events
+    from structcal.prediction import StructuredPrediction
+
+    with pytest.warns(UnknownAttributeWarning):
+        pot = m.potentials([[{"w": "a"}, {"w": "b"}]] * 2)
+    assert pot.label_names == tuple(m.labels)
+    assert TagScheme(m).tag_names == tuple(m.labels)
+    wrong = TagScheme(sorted(m.labels))
+    assert wrong.tag_names != tuple(m.labels)
+    with pytest.raises(ParameterError, match="not in the order of the model's labels"):
+        build_events(StructuredPrediction(pot), [EntitySpans(wrong)], features=["raw"])
+    build_events(StructuredPrediction(pot), [EntitySpans(m)], features=["raw"])
 
 
 def _feature_batch(rng, n_sentences):

@@ -77,8 +77,8 @@ def _check_chain(scale, seed):
         pred = StructuredPrediction(p)
         lex = Lexicon([[0, 1], [2], [0, 0, 0]], n_states=p.n_states)
         kinds = [MAPEvent(), MarginalEvent(), LabelAt(0, 1), SpanEquals(0, [0], on_short="skip"),
-                 AnyLabel(2), InLexicon(lex), EntitySpans(TAGS), ContainsEntity(TAGS, types=["A"]),
-                 AllEntitiesCorrect(TAGS)]
+                 AnyLabel(2), InLexicon(lex), EntitySpans(TAGS),
+                 ContainsEntity(TAGS, types=["A"]), AllEntitiesCorrect(TAGS)]
         t = build_events(pred, kinds, features=["raw"])
         _check_probabilities(t.raw, "event raw probabilities")
         _check_probabilities(pred.map_probability, "StructuredPrediction.map_probability")
@@ -197,7 +197,8 @@ def test_recalibrator_and_scheme_outputs_are_probabilities():
     flip = rng.random(y.shape[0]) < 0.3
     y[flip] = rng.integers(0, p.n_states, flip.sum())
     assert TagScheme(TAGS).n_tags == p.n_states  # entities read with a 5-tag BIO scheme
-    rec = StructuredRecalibrator(kinds=[MAPEvent(), MarginalEvent(), EntitySpans(TAGS)],
+    rec = StructuredRecalibrator(kinds=[MAPEvent(), MarginalEvent(),
+                                        EntitySpans(TAGS, invalid_gold="conlleval")],
                                  shift_check=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -87,7 +87,9 @@ def test_span_events_against_enumeration(scheme, seed):
     p = random_chains(rng, s.n_tags, lengths, scale=2.5, shared=bool(seed % 2))
     pred = StructuredPrediction(p)
     y = rng.integers(0, s.n_tags, size=p.n_tokens)
-    kinds = [EntitySpans(s), ContainsEntity(s), AllEntitiesCorrect(s)]
+    # random gold tags: invalid sequences are read by conlleval's rules
+    kinds = [EntitySpans(s, invalid_gold="conlleval"), ContainsEntity(s, invalid_gold="conlleval"),
+             AllEntitiesCorrect(s, invalid_gold="conlleval")]
     t = build_events(
         pred,
         kinds,
@@ -295,7 +297,7 @@ def test_entity_features_on_the_sentences_with_entities_equal_the_whole_batch(mo
     u[quiet, 0] += 20.0  # O everywhere except in sentences 3, 6 and 9
     p = ChainPotentials(u, p.offsets, p.pairwise)
     y = rng.integers(0, s.n_tags, size=p.n_tokens)
-    kinds = [EntitySpans(s), MAPEvent()]
+    kinds = [EntitySpans(s, invalid_gold="conlleval"), MAPEvent()]
 
     def table(subset_below):
         monkeypatch.setattr(event_table, "_SUBSET_BELOW", subset_below)
@@ -316,3 +318,27 @@ def test_entity_features_on_the_sentences_with_entities_equal_the_whole_batch(mo
     pred = StructuredPrediction(p)
     build_events(pred, [EntitySpans(s)], features="auto")
     assert pred.computed == {"map"}
+
+
+def test_gold_in_another_scheme_is_refused():
+    # IOB1 gold (entities start with I-) read as BIO: refused, naming the conversion
+    tags = TAGS["BIO"]
+    iob1, bio = TagScheme(tags, "IOB1"), TagScheme(tags, "BIO")
+    gold_bio = np.array([1, 2, 0, 3, 0, 1, 2, 2])  # valid BIO
+    offsets = np.array([0, 4, 8])
+    gold_iob1 = bio.convert(gold_bio, offsets, iob1)
+    assert not bio.is_valid(gold_iob1, offsets).all()
+    p = ChainPotentials.from_scores(3.0 * np.eye(len(tags))[gold_bio], lengths=[4, 4],
+                                    transitions=np.zeros((len(tags), len(tags))))
+    pred = StructuredPrediction(p)
+    for kind in (EntitySpans(bio), ContainsEntity(bio), AllEntitiesCorrect(bio)):
+        with pytest.raises(ParameterError, match=r"not valid BIO.*convert"):
+            build_events(pred, [kind], y_true=gold_iob1, features=["raw"])
+    back = iob1.convert(gold_iob1, offsets, bio)
+    np.testing.assert_array_equal(back, gold_bio)
+    build_events(pred, [EntitySpans(bio)], y_true=back, features=["raw"])
+    # asked for: read by conlleval's rules
+    build_events(pred, [EntitySpans(bio, invalid_gold="conlleval")], y_true=gold_iob1,
+                 features=["raw"])
+    with pytest.raises(ParameterError, match="invalid_gold"):
+        EntitySpans(bio, invalid_gold="ignore")

@@ -373,6 +373,25 @@ class CRFsuiteModel:
             raise ParameterTypeError(
                 f"`X` must be a list of sentences (lists of feature dicts); got {describe(X)}"
             )
+        for i, sent in enumerate(X):
+            if isinstance(sent, dict):
+                raise ParameterTypeError(
+                    f"`X` must be a list of sentences, each a list of per-token feature dicts; "
+                    f"X[{i}] is a feature dict: to score one sentence, pass [sentence] (as "
+                    "sklearn_crfsuite's predict_single does for you)"
+                )
+            if isinstance(sent, (str, bytes)) or not hasattr(sent, "__len__"):
+                raise ParameterTypeError(
+                    f"`X[{i}]` must be a sentence (a list of per-token feature dicts); got "
+                    f"{describe(sent)}"
+                )
+            for j, tok in enumerate(sent):
+                if not isinstance(tok, (dict, list, tuple)):
+                    raise ParameterTypeError(
+                        f"`X[{i}][{j}]` must be a token's features: a dict (name -> value) or "
+                        f"a list of attribute names; got {describe(tok)}"
+                    )
+                break  # the first token's type; the rest are checked while flattening
         lengths = np.fromiter((len(s) for s in X), dtype=np.int64, count=len(X))
         tokens = list(chain.from_iterable(X))
         vocab = self._vocabulary()
@@ -380,6 +399,7 @@ class CRFsuiteModel:
         if A is None:  # flatten as python-crfsuite does
             flat = [_flatten(tok) for tok in tokens]  # names -> numeric values
             A = _fast_matrix(flat, vocab, len(self.attributes))
+        _warn_unknown_attributes(A)
         return A, lengths
 
     def unary(self, X) -> tuple[np.ndarray, np.ndarray]:
@@ -394,13 +414,47 @@ class CRFsuiteModel:
         return self._dense
 
     def potentials(self, X):
-        """:class:`~structcal.ChainPotentials` of the sentences ``X`` under this model."""
+        """:class:`~structcal.ChainPotentials` of the sentences ``X`` under this model.
+
+        The potentials carry the model's tag names (``label_names``), so that entity
+        event kinds built with the tags in another order are refused.
+
+        Warns
+        -----
+        UnknownAttributeWarning
+            When most tokens match no attribute of the model (see
+            :meth:`attribute_matrix`).
+        """
         from ..potentials import ChainPotentials
 
         U, lengths = self.unary(X)
         offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        return ChainPotentials(U, offsets, self.transitions)
+        return ChainPotentials(U, offsets, self.transitions, label_names=self.labels)
+
+
+#: Above this share of tokens with no attribute the model knows,
+#: :meth:`CRFsuiteModel.attribute_matrix` warns (:class:`UnknownAttributeWarning`).
+UNKNOWN_TOKEN_SHARE = 0.5
+
+
+def _warn_unknown_attributes(A):
+    """Warn when most tokens match no attribute of the model (features of another model)."""
+    import warnings
+
+    from ..exceptions import UnknownAttributeWarning
+
+    n = A.shape[0]
+    if n == 0:
+        return
+    blank = int(np.count_nonzero(np.diff(A.indptr) == 0))
+    if blank > UNKNOWN_TOKEN_SHARE * n:
+        warnings.warn(
+            f"{blank} of {n} tokens ({100 * blank / n:.0f}%) match no attribute of the model: "
+            "their state scores are all zero, so the tagger sees nothing of them. Are these the "
+            "features the model was trained on (same feature function, same names)?",
+            UnknownAttributeWarning, stacklevel=4,
+        )
 
 
 def _fast_matrix(tokens, vocab, n_attributes: int):

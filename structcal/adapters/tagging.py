@@ -62,9 +62,12 @@ class TagScheme:
 
     Parameters
     ----------
-    tag_names : sequence of str
+    tag_names : sequence of str, or a tagger model
         The tags, in label-index order: ``'O'`` and ``PREFIX-TYPE`` names such as
-        ``'B-person'`` (the type may itself contain ``-``).
+        ``'B-person'`` (the type may itself contain ``-``). A model with a ``labels``
+        attribute (:class:`~structcal.adapters.CRFsuiteModel`) gives its own tags in its
+        own order, the order its potentials use: prefer it to a list typed by hand
+        (``sorted(model.labels)`` would silently misread every label).
     scheme : {'BIO', 'IOB2', 'IOB1', 'BIOES', 'IOBES', 'BILOU'}, default='BIO'
         Which prefixes are allowed (``B``/``I``; plus ``E``/``S``, or ``L``/``U`` for
         BILOU) and which sequences are valid.
@@ -95,6 +98,8 @@ class TagScheme:
     """
 
     def __init__(self, tag_names, scheme: str = "BIO"):
+        if hasattr(tag_names, "labels") and not isinstance(tag_names, (list, tuple, np.ndarray)):
+            tag_names = list(tag_names.labels)  # a tagger model: its own label order
         if isinstance(tag_names, str) or not hasattr(tag_names, "__len__"):
             raise ParameterTypeError(
                 f"`tag_names` must be a sequence of str; got {describe(tag_names)}"
@@ -349,6 +354,38 @@ class TagScheme:
             end_ok = ~np.isin(p, (_B, _I))
         as_log = lambda m: np.where(m, 0.0, -np.inf)  # noqa: E731
         return as_log(ok), as_log(start_ok), as_log(end_ok)
+
+    def check_gold(self, labels, offsets, *, name: str = "y_true") -> None:
+        """Refuse gold tag sequences that are not valid in this scheme.
+
+        Gold data in another scheme (IOB1 tags read as BIO, BIO read as BIOES) decode to
+        other entities, and every outcome built on them would be silently wrong. Event
+        kinds call this on their gold labels unless told to read invalid sequences by
+        conlleval's rules (``invalid_gold="conlleval"``).
+
+        Raises
+        ------
+        ParameterError
+            Naming how many sequences break the scheme, the first of them, and how to
+            convert them (:meth:`convert`).
+        """
+        labels, offsets = self.labels_iv(labels, offsets)
+        valid = self.is_valid(labels, offsets)
+        if valid.all():
+            return
+        bad = np.flatnonzero(~valid)
+        first = int(bad[0])
+        tags = [self.tag_names[t] for t in labels[offsets[first]:offsets[first + 1]]]
+        shown = " ".join(tags[:12]) + (" ..." if len(tags) > 12 else "")
+        others = [s for s in ("BIO", "IOB1", "BIOES", "BILOU") if s != self.scheme]
+        raise ParameterError(
+            f"`{name}`: {bad.shape[0]} of {valid.shape[0]} gold sequences are not valid "
+            f"{self.scheme} (the first, sequence {first}: {shown}). Gold tags in another scheme "
+            f"({', '.join(others)}?) must be converted first, e.g. TagScheme(tags, "
+            f"'IOB1').convert(labels, offsets, TagScheme(tags, '{self.scheme}')); to read "
+            "invalid sequences by conlleval's rules instead, build the event kind with "
+            "invalid_gold='conlleval'"
+        )
 
     def is_valid(self, labels, offsets) -> np.ndarray:
         """Whether each sequence is valid under the scheme, shape (n_sequences,)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exceptions import StructcalError
+from ..exceptions import StructcalError, UnknownAttributeWarning
 
 __all__ = [
     "InputError", "Batch", "load_batch", "load_conll_batch", "load_token_features",
@@ -87,6 +88,7 @@ class Batch:
     labels: np.ndarray | None
     structure: str  # "chain" or "graph"
     tag_names: tuple | None = None  # label names (CRFsuite input)
+    groups: np.ndarray | None = None  # group of each item (documents, images), if known
 
     @property
     def n_items(self) -> int:
@@ -112,10 +114,12 @@ def _int_array(arrays, name, path, ndim):
     a = arrays[name]
     if a.ndim != ndim:
         raise InputError(f"{path}: `{name}` must be {ndim}-d; got shape {a.shape}")
-    if a.dtype.kind not in "iu":
-        if a.dtype.kind == "f" and np.isfinite(a).all() and (a == np.round(a)).all():
-            return a.astype(np.int64)
-        raise InputError(f"{path}: `{name}` must hold integers; got dtype {a.dtype}")
+    if a.dtype.kind not in "iu":  # as the Python API: nothing is rounded
+        hint = (" (floats are not rounded: save integral values as integers, e.g. "
+                f"{name}.astype(np.int64))" if a.dtype.kind == "f" else "")
+        raise InputError(f"{path}: `{name}` must hold integers; got dtype {a.dtype}{hint}")
+    if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+        raise InputError(f"{path}: `{name}` holds values too large for int64")
     return a.astype(np.int64)
 
 
@@ -262,37 +266,99 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
     return Batch(path, pred, labels, structure)
 
 
-def read_conll(path: Path) -> tuple[list, list | None]:
-    """Sentences (lists of tokens) and their tags (None when there is one column)."""
+@dataclass
+class Conll:
+    """The contents of a CoNLL file (see :data:`CONLL_FORMAT`)."""
+
+    sentences: list  # lists of tokens (first column)
+    rows: list  # per sentence, per token: the tuple of its columns but the gold tag
+    tags: list | None  # per sentence, the gold tags (None: the file has none)
+    documents: np.ndarray  # document of each sentence (counted from -DOCSTART- lines)
+    has_docstart: bool
+
+
+def read_conll_file(path: Path, *, tags: str = "last") -> Conll:
+    """Read a CoNLL file: sentences, their columns, gold tags, documents.
+
+    ``tags``: ``"last"`` (the last column is the gold tag when there is more than one)
+    or ``"none"`` (every column is the token's own: no gold tags).
+    """
     if not path.exists():
         raise InputError(f"{path}: no such file")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read the CoNLL file ({exc})") from None
-    sentences, tags, sent, sent_tags = [], [], [], []
+    sentences, rows, all_tags, documents = [], [], [], []
+    sent, sent_rows, sent_tags = [], [], []
     n_columns = None
+    doc, doc_used, has_docstart = 0, False, False
+
+    def close():
+        nonlocal sent, sent_rows, sent_tags, doc_used
+        if sent:
+            sentences.append(sent)
+            rows.append(sent_rows)
+            all_tags.append(sent_tags)
+            documents.append(doc)
+            doc_used = True
+            sent, sent_rows, sent_tags = [], [], []
+
     for number, line in enumerate(lines + [""], start=1):
         cols = line.split()
-        if not cols or cols[0] == "-DOCSTART-":
-            if sent:
-                sentences.append(sent)
-                tags.append(sent_tags)
-                sent, sent_tags = [], []
+        if not cols:
+            close()
+            continue
+        if cols[0] == "-DOCSTART-":
+            close()
+            has_docstart = True
+            if doc_used:
+                doc += 1
+                doc_used = False
             continue
         if n_columns is None:
             n_columns = len(cols)
-        elif (len(cols) > 1) != (n_columns > 1):
+        elif len(cols) != n_columns:
             raise InputError(
                 f"{path}: line {number} has {len(cols)} column(s) but earlier lines have "
-                f"{n_columns}: give every token a tag, or none"
+                f"{n_columns}: every token line needs the same columns"
             )
+        with_tag = tags == "last" and n_columns > 1
         sent.append(cols[0])
-        sent_tags.append(cols[-1] if len(cols) > 1 else None)
+        sent_rows.append(tuple(cols[:-1] if with_tag else cols))
+        sent_tags.append(cols[-1] if with_tag else None)
     if not sentences:
         raise InputError(f"{path}: no tokens (expected one token per line, sentences "
                          "separated by blank lines)")
-    return sentences, (tags if n_columns and n_columns > 1 else None)
+    has_tags = tags == "last" and n_columns is not None and n_columns > 1
+    return Conll(sentences, rows, all_tags if has_tags else None,
+                 np.asarray(documents, dtype=np.int64), has_docstart)
+
+
+def read_conll(path: Path) -> tuple[list, list | None]:
+    """Sentences (lists of tokens) and their tags (None when there is one column)."""
+    data = read_conll_file(path)
+    return data.sentences, data.tags
+
+
+def read_groups_file(spec: str, n_items: int, what: str) -> np.ndarray:
+    """Group ids from ``--groups FILE``: one id per line, one line per item."""
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError(f"--groups {spec}: no such file (give a file with one group id per "
+                         f"{what}, or column:N for CoNLL input)")
+    try:
+        ids = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--groups {spec}: cannot read ({exc})") from None
+    while ids and not ids[-1]:
+        ids.pop()
+    if len(ids) != n_items or any(not g for g in ids):
+        raise InputError(
+            f"--groups {spec}: needs one non-empty group id per {what} ({n_items} lines); got "
+            f"{len(ids)} lines" + (" with empty ones" if any(not g for g in ids) else "")
+        )
+    return np.unique(np.asarray(ids), return_inverse=True)[1].astype(np.int64)
 
 
 def load_token_features(spec: str):
@@ -358,8 +424,22 @@ def _sequence(x) -> bool:
     return isinstance(x, (list, tuple))
 
 
-def token_features_of(fn, spec: str, sentences: list, path: Path) -> list:
-    """Call ``fn(sentences)``; check one list per sentence of one feature dict per token.
+def _takes_rows(fn) -> bool:
+    """Whether ``fn`` accepts a second positional argument (the sentences' columns)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def token_features_of(fn, spec: str, sentences: list, path: Path, rows=None) -> list:
+    """Call ``fn(sentences)`` (or ``fn(sentences, rows)`` when it takes a second argument:
+    each token's columns but the gold tag); check one list per sentence of one feature
+    dict per token.
 
     A token's features may also be a list of attribute names (python-crfsuite accepts
     both); the values inside are checked by the CRFsuite adapter. Errors name the option
@@ -367,7 +447,8 @@ def token_features_of(fn, spec: str, sentences: list, path: Path) -> list:
     """
     where = f"--token-features {spec}"
     try:
-        X = fn(sentences)
+        X = fn(sentences, rows if rows is not None else [[(t,) for t in s] for s in sentences]) \
+            if _takes_rows(fn) else fn(sentences)
     except Exception as exc:  # the user's function: whatever it raises is reported
         raise InputError(
             f"{where}: raised {type(exc).__name__}: {exc} (on the sentences of {path})"
@@ -399,11 +480,15 @@ def token_features_of(fn, spec: str, sentences: list, path: Path) -> list:
     return X
 
 
-def load_conll_batch(path, crfsuite, *, need_labels: bool, token_features=None) -> Batch:
+def load_conll_batch(path, crfsuite, *, need_labels: bool, token_features=None,
+                     conll_tags: str = "last", groups=None) -> Batch:
     """Read CoNLL tokens (see :data:`CONLL_FORMAT`) scored by a CRFsuite model.
 
     ``token_features`` is the ``--token-features`` spec (``None``: the library's
-    :func:`~structcal.datasets.token_features`).
+    :func:`~structcal.datasets.token_features`); ``conll_tags`` says whether the last
+    column holds gold tags (``"last"``) or not (``"none"``); ``groups`` is the
+    ``--groups`` spec (``None``: the documents that ``-DOCSTART-`` lines separate, if
+    any, else each sentence its own group).
     """
     from ..adapters import CRFsuiteModel
     from ..datasets import token_features as default_features
@@ -415,7 +500,9 @@ def load_conll_batch(path, crfsuite, *, need_labels: bool, token_features=None) 
         model = CRFsuiteModel.from_file(crfsuite)
     except (StructcalError, OSError) as exc:
         raise InputError(f"{crfsuite}: not a readable CRFsuite model ({exc})") from None
-    sentences, tags = read_conll(path)
+    data = read_conll_file(path, tags=conll_tags)
+    sentences, tags = data.sentences, data.tags
+    group_ids = _conll_groups(data, groups, path)
     labels = None
     if tags is not None:
         index = {t: i for i, t in enumerate(model.labels)}
@@ -432,13 +519,47 @@ def load_conll_batch(path, crfsuite, *, need_labels: bool, token_features=None) 
     if features is None:
         X, source = default_features(sentences), ""
     else:
-        X = token_features_of(features, token_features, sentences, path)
+        X = token_features_of(features, token_features, sentences, path, data.rows)
         source = f" (features of --token-features {token_features})"
     try:
-        pot = model.potentials(X)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnknownAttributeWarning)
+            pot = model.potentials(X)
+    except UnknownAttributeWarning as exc:
+        hint = ("the default features (structcal.datasets.token_features) are not those the "
+                "model was trained on: give the model's own --token-features"
+                if features is None else "check that --token-features makes the features "
+                "the model was trained on")
+        raise InputError(f"{path}{source}: {exc}; {hint}") from None
     except StructcalError as exc:
         raise InputError(f"{path}{source}: {exc}") from None
-    return Batch(path, StructuredPrediction(pot), labels, "chain", tuple(model.labels))
+    return Batch(path, StructuredPrediction(pot), labels, "chain", tuple(model.labels),
+                 group_ids)
+
+
+def _conll_groups(data: Conll, spec, path: Path):
+    """Group of each sentence: ``--groups column:N`` / ``FILE``, else the documents."""
+    if spec is None:
+        return data.documents if data.has_docstart else None
+    if spec.startswith("column:"):
+        try:
+            col = int(spec.split(":", 1)[1])
+        except ValueError:
+            raise InputError(f"--groups {spec}: expected column:N with N a column number") from None
+        width = len(data.rows[0][0])
+        if not 0 <= col < width:
+            raise InputError(f"--groups {spec}: {path} has token columns 0..{width - 1} "
+                             "(the gold tag excluded)")
+        ids = []
+        for i, rows in enumerate(data.rows):
+            values = {r[col] for r in rows}
+            if len(values) != 1:
+                raise InputError(f"--groups {spec}: sentence {i} of {path} has several values "
+                                 f"in column {col} ({sorted(values)[:3]}); a group id must be "
+                                 "the same for every token of a sentence")
+            ids.append(values.pop())
+        return np.unique(np.asarray(ids), return_inverse=True)[1].astype(np.int64)
+    return read_groups_file(spec, len(data.sentences), "sentence")
 
 
 @contextmanager

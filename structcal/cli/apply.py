@@ -29,7 +29,11 @@ output columns, one row per event:
   tag         the label's name: a tag, or an entity's type (CRFsuite input only)
   raw         the model's own probability of the event (nan if it has none)
   calibrated  the recalibrated probability
-  outcome     1 if the event holds (only when the input has `labels`)"""
+  outcome     1 if the event holds (only when the input has `labels`)
+  members     the item-local positions (nodes) of a node-set event, an entity's
+              tokens or an object's pixels, space-separated in CSV and a list in
+              Parquet; empty for other events (only when the recalibrator has
+              node-set kinds)"""
 
 EXAMPLES = """\
 examples:
@@ -113,6 +117,13 @@ def event_columns(out, kinds=(), tag_names=None) -> dict:
     }
     if t.outcome is not None:
         cols["outcome"] = t.outcome.astype(np.int64)
+    if "set" in t.kind_scopes:  # node-set events: their nodes, local to the item
+        item_first = np.concatenate([[0], np.cumsum(t.item_lengths)])
+        members = np.empty(t.n_events, dtype=object)
+        for r in range(t.n_events):
+            lo, hi = t.member_offsets[r], t.member_offsets[r + 1]
+            members[r] = (t.members[lo:hi] - item_first[t.item[r]]).tolist() if hi > lo else None
+        cols["members"] = members
     return cols
 
 
@@ -133,9 +144,13 @@ def _output_format(args) -> str:
 
 
 def write_csv(cols, path) -> None:
-    """CSV with a header; floats in their shortest exact form (``repr``)."""
+    """CSV with a header; floats in their shortest exact form (``repr``); members as
+    space-separated positions."""
     names = list(cols)
     lists = [c.tolist() for c in cols.values()]
+    if "members" in cols:
+        i = names.index("members")
+        lists[i] = ["" if m is None else " ".join(map(str, m)) for m in lists[i]]
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(names)
@@ -151,18 +166,32 @@ def write_parquet(cols, path) -> None:
         raise InputError(
             "Parquet output needs pyarrow: pip install 'structcal[parquet]' (or write .csv)"
         ) from None
-    table = pa.table({
-        k: pa.array(v.tolist(), type=pa.int64() if k in _INT_COLUMNS else None)
-        if v.dtype == object else pa.array(v)
-        for k, v in cols.items()
-    })
+    def column(k, v):
+        if k == "members":
+            return pa.array(v.tolist(), type=pa.list_(pa.int64()))
+        if v.dtype == object:
+            return pa.array(v.tolist(), type=pa.int64() if k in _INT_COLUMNS else None)
+        return pa.array(v)
+
+    table = pa.table({k: column(k, v) for k, v in cols.items()})
     pq.write_table(table, path)
+
+
+def _check_output_folder(path) -> None:
+    import os
+
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise InputError(f"{path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"{path}: the folder {folder} is not writable")
 
 
 @reported
 def run(args) -> int:
     """Run ``structcal apply``."""
     fmt = _output_format(args)
+    _check_output_folder(args.output)  # before any inference
     rec, batch, out = calibrated_input(args, need_labels=False)
     cols = event_columns(out, rec.kinds_, batch.tag_names)
     say(args, f"writing {len(cols['item'])} events to {args.output} ...")

@@ -51,6 +51,29 @@ def _check_states(kind, pred):
         )
     if not isinstance(pred.potentials, ChainPotentials):
         raise ParameterTypeError(f"{type(kind).__name__} needs chain potentials (sequences)")
+    names = pred.potentials.label_names
+    if names is not None and tuple(names) != tuple(kind.tag_scheme.tag_names):
+        raise ParameterError(
+            f"{type(kind).__name__}: its tag set {list(kind.tag_scheme.tag_names)} is not in the "
+            f"order of the model's labels {list(names)}: label i of the potentials would be "
+            "read as another tag. Build the kind from the model itself (e.g. "
+            "EntitySpans(model), TagScheme(model)) or from its labels in their order"
+        )
+
+
+def _gold(kind, pred, y_true):
+    """The gold labels, checked to be in the kind's tag scheme (see TagScheme.check_gold)."""
+    y = np.asarray(y_true)
+    if getattr(kind, "invalid_gold", "raise") == "raise":
+        kind.tag_scheme.check_gold(y, pred.item_offsets)
+    return y
+
+
+
+def _invalid_gold(value):
+    from .._validation import check_option
+
+    return check_option(value, "invalid_gold", ("raise", "conlleval"))
 
 
 class EntitySpans(NodeSetKind):
@@ -62,11 +85,17 @@ class EntitySpans(NodeSetKind):
 
     Parameters
     ----------
-    tag_names : sequence of str or TagScheme
-        The model's tags in label order (``'O'``, ``'B-PER'``, ...).
+    tag_names : sequence of str, TagScheme or a tagger model
+        The model's tags in label order (``'O'``, ``'B-PER'``, ...); a model with a
+        ``labels`` attribute (e.g. :class:`~structcal.adapters.CRFsuiteModel`) gives its
+        own, in its order.
     scheme : {'BIO', 'IOB2', 'IOB1', 'BIOES', 'IOBES', 'BILOU'}, default='BIO'
         Ignored when ``tag_names`` is a TagScheme.
     name : str, default='entity'
+    invalid_gold : {'raise', 'conlleval'}, default='raise'
+        Gold sequences that are not valid in the scheme (e.g. IOB1 data read as BIO) are
+        refused (``'raise'``, see :meth:`~structcal.adapters.TagScheme.check_gold`), or
+        read by conlleval's rules (``'conlleval'``).
 
     Notes
     -----
@@ -92,8 +121,10 @@ class EntitySpans(NodeSetKind):
 
     scope = "span"
 
-    def __init__(self, tag_names, scheme: str = "BIO", *, name: str = "entity"):
+    def __init__(self, tag_names, scheme: str = "BIO", *, name: str = "entity",
+                 invalid_gold: str = "raise"):
         self.tag_scheme = _scheme(tag_names, scheme)
+        self.invalid_gold = _invalid_gold(invalid_gold)
         self.class_names = self.tag_scheme.types
         self.name = str(name)
 
@@ -239,7 +270,7 @@ class EntitySpans(NodeSetKind):
 
     def outcomes(self, pred, events, y_true):
         """``I[the gold labeling has this chunk with this type]`` (gold tags in this tag set)."""
-        return self.constraints(pred, events).satisfied(y_true)
+        return self.constraints(pred, events).satisfied(_gold(self, pred, y_true))
 
     def map_in_event(self, pred, events):
         """Return all true: the events are the MAP labeling's chunks."""
@@ -322,15 +353,21 @@ class ContainsEntity(EventKind):
     types : sequence of str, optional
         The types asked about (default: all).
     name : str, default='contains_entity'
+    invalid_gold : {'raise', 'conlleval'}, default='raise'
+        Gold sequences that are not valid in the scheme (e.g. IOB1 data read as BIO) are
+        refused (``'raise'``, see :meth:`~structcal.adapters.TagScheme.check_gold`), or
+        read by conlleval's rules (``'conlleval'``).
     """
 
     scope = "item"
     probability_structures = ("chain",)
 
     def __init__(
-        self, tag_names, scheme: str = "BIO", *, types=None, name: str = "contains_entity"
+        self, tag_names, scheme: str = "BIO", *, types=None, name: str = "contains_entity",
+        invalid_gold: str = "raise",
     ):
         self.tag_scheme = _scheme(tag_names, scheme)
+        self.invalid_gold = _invalid_gold(invalid_gold)
         if types is None:
             self.types = tuple(range(len(self.tag_scheme.types)))
         else:
@@ -366,7 +403,7 @@ class ContainsEntity(EventKind):
 
     def outcomes(self, pred, events, y_true):
         """Whether the gold labeling has a tag (hence an entity) of the type."""
-        return self._present(pred, events, y_true)
+        return self._present(pred, events, _gold(self, pred, y_true))
 
     def map_in_event(self, pred, events):
         """Whether the MAP labeling has an entity of the type."""
@@ -403,14 +440,20 @@ class AllEntitiesCorrect(EventKind):
     tag_names : sequence of str or TagScheme
     scheme : str, default='BIO'
     name : str, default='all_entities'
+    invalid_gold : {'raise', 'conlleval'}, default='raise'
+        Gold sequences that are not valid in the scheme (e.g. IOB1 data read as BIO) are
+        refused (``'raise'``, see :meth:`~structcal.adapters.TagScheme.check_gold`), or
+        read by conlleval's rules (``'conlleval'``).
     """
 
     scope = "item"
     contains_map = True
     probability_structures = ("chain",)
 
-    def __init__(self, tag_names, scheme: str = "BIO", *, name: str = "all_entities"):
+    def __init__(self, tag_names, scheme: str = "BIO", *, name: str = "all_entities",
+                 invalid_gold: str = "raise"):
         self.tag_scheme = _scheme(tag_names, scheme)
+        self.invalid_gold = _invalid_gold(invalid_gold)
         self.name = str(name)
 
     def __repr__(self):
@@ -428,7 +471,7 @@ class AllEntitiesCorrect(EventKind):
 
     def outcomes(self, pred, events, y_true):
         """Whether the gold chunk set equals the MAP chunk set, per sentence."""
-        gi, gk = self._chunk_keys(pred, y_true)
+        gi, gk = self._chunk_keys(pred, _gold(self, pred, y_true))
         mi, mk = self._chunk_keys(pred, pred.map_labels)
         common = np.isin(mk, gk)
         n = pred.n_items

@@ -285,18 +285,20 @@ def _feature_plan(kinds, features, pred, lexicon):
             elif features == "all":
                 names = groups["all"] + ["map_in_event"] + (["raw"] if kind.has_probability else [])
             elif features == "auto":
-                # every Table 1 feature the inputs support (each feature's declared
-                # requirements), I[MAP in E] where it is informative, and the raw probability
+                # every Table 1 feature, I[MAP in E] where it is informative, and the raw
+                # probability
                 names = groups["all"] + ([] if kind.contains_map else ["map_in_event"]) + ["raw"]
-                names = [
-                    n for n in names
-                    if not _features.resolve(n, kind.scope).missing(pred, kind, lexicon)
-                ]
             else:
                 raise ParameterError(
                     "`features` must be 'auto', 'all', 'table1', a list of names or a dict; "
                     f"got {features!r}"
                 )
+            # a named set keeps the features the inputs support (each feature's declared
+            # requirements: phi_no1/phi_no2 need unstructured scores, phi_mp2 a lexicon)
+            names = [
+                n for n in names
+                if not _features.resolve(n, kind.scope).missing(pred, kind, lexicon)
+            ]
         else:
             names = list(features)
         plan = [f for f in (_features.resolve(n, kind.scope) for n in names) if f is not None]
@@ -369,11 +371,12 @@ def build_events(
         ``'table1'``: every Table 1 feature of each kind's scope (plus ``map_in_event``
         for kinds other than the MAP and marginal events, whose outcome the Table 1
         features alone do not describe); ``'all'``: those plus ``raw`` and
-        ``map_in_event``; ``'auto'``: ``'table1'`` plus ``raw``, keeping only the features
-        whose requirements the inputs meet (no unstructured scores: no ``phi_no*``; no
-        lexicon: no ``phi_mp2``; no model probability for the kind: no ``raw``). The
-        other choices raise when a feature's requirement is not met. A list is applied to every kind where a feature's
-        scope fits (a name that fits no kind is an error); a dict maps kind names to lists.
+        ``map_in_event``; ``'auto'``: ``'table1'`` plus ``raw``. A named set keeps only
+        the features whose requirements the inputs meet (no unstructured scores: no
+        ``phi_no*``; no lexicon: no ``phi_mp2``; no model probability for the kind: no
+        ``raw``); a list or a dict names features explicitly, and a requirement they
+        miss is an error. A list is applied to every kind where a feature's scope fits (a
+        name that fits no kind is an error); a dict maps kind names to lists.
     lexicon : Lexicon, optional
         Admissible labelings G (needed by ``phi_mp2``).
     label_set : array-like of int, optional

@@ -58,6 +58,24 @@ def _offsets_from_lengths(lengths, name="lengths") -> np.ndarray:
     return offsets_from_lengths(as_int_array(lengths, name, ndim=1, low=0))
 
 
+def _label_names(names, n_states):
+    """Validated label names (a tuple of ``n_states`` distinct str), or None."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not hasattr(names, "__len__"):
+        raise ParameterTypeError(f"`label_names` must be a sequence of str; got {describe(names)}")
+    out = tuple(str(n) if isinstance(n, (str, np.str_)) else n for n in names)
+    if not all(isinstance(n, str) for n in out):
+        raise ParameterTypeError("`label_names` must hold str")
+    if len(out) != n_states:
+        raise ParameterError(
+            f"`label_names` must name the {n_states} labels (columns of `unary`); got {len(out)}"
+        )
+    if len(set(out)) != len(out):
+        raise ParameterError(f"`label_names` has duplicates: {sorted({n for n in out if out.count(n) > 1})}")
+    return out
+
+
 class ChainPotentials:
     """Log-potentials of a batch of linear chains.
 
@@ -78,6 +96,10 @@ class ChainPotentials:
         ``b`` at ``t + 1``: one matrix shared by every edge, or one per edge, where the
         edges of chain ``c`` (``max(L_c - 1, 0)`` of them) are laid end to end in chain
         order. Without empty chains ``n_edges = n_tokens - n_chains``.
+    label_names : sequence of str, optional
+        The name of each label (column), when the producer knows them (the tagger
+        adapters set the model's tag names): event kinds that read labels by name (the
+        entity kinds) then check that their tag set is in this order.
 
     Attributes
     ----------
@@ -89,6 +111,7 @@ class ChainPotentials:
     pairwise : ndarray of shape (n_states, n_states) or (n_edges, n_states, n_states), read-only
     edge_offsets : ndarray of shape (n_chains + 1,)
         Chain ``c``'s edges are ``edge_offsets[c]:edge_offsets[c + 1]``.
+    label_names : tuple of str or None
 
     Notes
     -----
@@ -107,9 +130,9 @@ class ChainPotentials:
     (2, 4, 2, [3, 1])
     """
 
-    __slots__ = ("unary", "offsets", "pairwise", "edge_offsets")
+    __slots__ = ("unary", "offsets", "pairwise", "edge_offsets", "label_names")
 
-    def __init__(self, unary, offsets, pairwise):
+    def __init__(self, unary, offsets, pairwise, *, label_names=None):
         given = (unary, offsets, pairwise)
         unary = as_float_array(unary, "unary", ndim=2, allow_neginf=True, max_abs=MAX_LOG_POTENTIAL)
         n_tokens, n_states = unary.shape
@@ -142,6 +165,7 @@ class ChainPotentials:
         self.offsets = _readonly(_owned(offsets, given[1]))
         self.pairwise = _readonly(_owned(pairwise, given[2]))
         self.edge_offsets = _readonly(edge_offsets)
+        self.label_names = _label_names(label_names, n_states)
 
     # ------------------------------------------------------------------ constructors
 
@@ -251,6 +275,7 @@ class ChainPotentials:
         self.offsets = _readonly(np.ascontiguousarray(offsets, dtype=np.int64))
         self.pairwise = _readonly(np.ascontiguousarray(pairwise, dtype=np.float64))
         self.edge_offsets = _readonly(np.ascontiguousarray(edge_offsets, dtype=np.int64))
+        self.label_names = None
         return self
 
     # ------------------------------------------------------------------ properties
@@ -321,7 +346,7 @@ class ChainPotentials:
             pairwise = self.pairwise
         else:
             pairwise = self.pairwise[ragged_rows(self.edge_offsets, chains)[0]]
-        return ChainPotentials(self.unary[rows], offsets, pairwise)
+        return ChainPotentials(self.unary[rows], offsets, pairwise, label_names=self.label_names)
 
     def split_tokens(self, values) -> list[np.ndarray]:
         """Split a per-token array (first axis ``n_tokens``) into a list of per-chain views."""
