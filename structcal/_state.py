@@ -82,6 +82,38 @@ ALLOWED = {
     "EstimatorMap": "structcal.calibrators.ovr",
 }
 
+#: Classes with a layout of their own (``_to_state``/``_from_state``): name ->
+#: ``(class, format_version)``, filled by :func:`register`. The generic codec and
+#: :mod:`structcal.io` both read it; persistence depends one way: io -> _state.
+_REGISTRY: dict[str, tuple[type, int]] = {}
+
+# modules whose classes register themselves with ``register``: imported when a file names
+# one of their classes before the module was imported
+_REGISTERING_MODULES = {
+    "ChainCRF": "structcal.crf",
+    "GraphCRF": "structcal.crf",
+    "ImageFeatures": "structcal.crf",
+    "OnlineRecalibrator": "structcal.online",
+}
+
+
+def register(format_version: int):
+    """Class decorator: allow ``load`` to build this class; ``format_version`` is current."""
+
+    def deco(cls):
+        _REGISTRY[cls.__name__] = (cls, int(format_version))
+        return cls
+
+    return deco
+
+
+def _registered(name):
+    """``(cls, format_version)`` of a registered class, importing its module if needed."""
+    if name not in _REGISTRY and name in _REGISTERING_MODULES:
+        import_module(_REGISTERING_MODULES[name])
+    return _REGISTRY.get(name)
+
+
 #: Version of each class's stored state; bump it when a class's fitted attributes change
 #: incompatibly (files with another version are refused with a clear message).
 STATE_VERSIONS: dict[str, int] = {}
@@ -183,7 +215,6 @@ class _Encoder:
                 "state": self.value(g.bit_generator.state, f"{path}.state")}
 
     def instance(self, obj, path):
-        from . import io
         from .features import Feature
 
         cls = type(obj)
@@ -201,12 +232,12 @@ class _Encoder:
                     "with structcal.features.register_feature (and again before loading)"
                 )
             return {"$type": "feature", "name": obj.name}
-        if name in io._REGISTRY and io._REGISTRY[name][0] is cls:
+        if name in _REGISTRY and _REGISTRY[name][0] is cls:
             params, arrays = obj._to_state()
             prefix = f"{path}."
             for k, a in arrays.items():
                 self.array(np.asarray(a), prefix + k)
-            return {"$type": "model", "class": name, "version": io._REGISTRY[name][1],
+            return {"$type": "model", "class": name, "version": _REGISTRY[name][1],
                     "state": self.value(params, path + ".<state>"), "prefix": prefix}
         if name == "Tree" and cls.__module__.startswith("sklearn.tree"):
             return self.sklearn_tree(obj, path)
@@ -338,33 +369,54 @@ class _Decoder:
         cls = allowed_class(v["class"])
         self._check_version(v)
         params = self.value(v["params"])
+        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+            self.fail(f"the parameters of {v['class']} are not a dict of names")
         try:
             obj = cls(**params)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             self.fail(f"cannot rebuild {v['class']} from its saved parameters: {exc}")
-        for k, x in self.value(v["fitted"]).items():
-            if not (k.endswith("_") and not k.startswith("_")):
+        fitted = self.value(v["fitted"])
+        if not isinstance(fitted, dict):
+            self.fail(f"the fitted state of {v['class']} is not a dict")
+        for k, x in fitted.items():
+            if not (isinstance(k, str) and k.endswith("_") and not k.startswith("_")):
                 self.fail(f"{k!r} is not a fitted attribute name")
             setattr(obj, k, x)
-        return obj
+        if not fitted:  # an unfitted template (e.g. a recalibrator's forecaster parameter)
+            return obj
+        return self._checked(obj, v["class"])
 
     def t_object(self, v):
         cls = allowed_class(v["class"])
         self._check_version(v)
         obj = object.__new__(cls)
         attrs = self.value(v["attrs"])
-        if not all(isinstance(k, str) and not k.startswith("__") for k in attrs):
+        if not isinstance(attrs, dict) or not all(
+                isinstance(k, str) and not k.startswith("__") for k in attrs):
             self.fail(f"bad attribute names for {v['class']}")
         obj.__dict__.update(attrs)
+        return self._checked(obj, v["class"])
+
+    def _checked(self, obj, name):
+        """``obj`` after its class's ``_check_loaded`` (shapes, ranges, consistency)."""
+        from ._loadcheck import LoadCheckError
+
+        check = getattr(obj, "_check_loaded", None)
+        if check is not None:
+            try:
+                check()
+            except LoadCheckError as exc:
+                self.fail(f"the saved {name} is not valid: {exc}")
+            except (ParameterError, ParameterTypeError, ValueError, TypeError, KeyError,
+                    IndexError, AttributeError) as exc:
+                self.fail(f"the saved {name} is not valid: {type(exc).__name__}: {exc}")
         return obj
 
     def t_model(self, v):
-        from . import io
-
         name = v["class"]
-        if io._registered(name) is None:
+        if _registered(name) is None:
             self.fail(f"unknown model class {name!r}")
-        cls, version = io._REGISTRY[name]
+        cls, version = _REGISTRY[name]
         if v["version"] != version:
             self.fail(f"{name} has format_version {v['version']!r}; this structcal reads {version}")
         prefix = v["prefix"]

@@ -35,7 +35,13 @@ class InfeasibleError(ParameterError):
 
 
 class DistributionShiftWarning(UserWarning):
-    """New inputs look unlike the data a recalibrator was fit on (its mapping may not transfer)."""
+    """New inputs look unlike the data a recalibrator was fit on (its mapping may not transfer).
+
+    ``cli_text`` (when set) is the same message with advice in the terms of the command
+    line rather than of the Python API.
+    """
+
+    cli_text = None
 
 
 class PrecisionWarning(UserWarning):

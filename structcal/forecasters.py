@@ -281,6 +281,26 @@ class KNNRegionForecaster(_BinaryForecaster):
         self._index = _KDTree(self.X_fit_, self.y_fit_)
         return self
 
+    def _check_loaded(self):
+        """Invariants of a fitted forecaster read from a file (see :mod:`structcal._loadcheck`)."""
+        from ._loadcheck import array, integer
+
+        _check_binary_state(self)
+        d = integer(self, "n_features_in_", low=1)
+        X = array(self, "X_fit_", ndim=2, shape=(None, d))
+        n = X.shape[0]
+        if n < 1:
+            raise ValueError("X_fit_ holds no events")
+        array(self, "y_fit_", ndim=1, shape=(n,), low=0.0, high=1.0)
+        if not np.isin(self.y_fit_, (0.0, 1.0)).all():
+            raise ValueError("y_fit_ must hold outcomes 0 and 1")
+        array(self, "mean_", ndim=1, shape=(d,))
+        array(self, "scale_", ndim=1, shape=(d,))
+        if (self.scale_ <= 0).any():
+            raise ValueError("scale_ must be positive")
+        integer(self, "n_neighbors_", low=1, high=n)
+        _check_prior(self.prior)
+
     def _tree(self):
         """Return the KD-tree over ``X_fit_``, built if missing (derived state, not saved)."""
         index = getattr(self, "_index", None)
@@ -324,6 +344,15 @@ class _KDTree:
             self.upper, grid, float(prior), chunk, out, work=n * int(grid[-1]) // 8,
         )
         return out.sum(axis=0)
+
+
+def _check_binary_state(est):
+    """``classes_`` of a fitted binary forecaster: one or two distinct labels."""
+    from ._loadcheck import array
+
+    classes = array(est, "classes_", ndim=1, kind=None)
+    if classes.shape[0] not in (1, 2) or np.unique(classes).shape[0] != classes.shape[0]:
+        raise ValueError(f"classes_ must hold one or two distinct labels; got {classes!r}")
 
 
 def _check_prior(prior):
@@ -501,6 +530,32 @@ class TreeRegionForecaster(_BinaryForecaster):
         self.tree_children_, self.tree_feature_ = tree.children, tree.feature
         self.tree_threshold_, self.tree_value_ = tree.threshold, tree.value
         return self
+
+    def _check_loaded(self):
+        """Invariants of a fitted forecaster read from a file (see :mod:`structcal._loadcheck`)."""
+        from ._loadcheck import array, integer
+
+        _check_binary_state(self)
+        d = integer(self, "n_features_in_", low=1)
+        children = array(self, "tree_children_", ndim=2, shape=(None, 2), kind="iu")
+        m = children.shape[0]
+        if m < 1:
+            raise ValueError("the tree has no node")
+        leaf = children[:, 0] < 0
+        if ((children[:, 1] < 0) != leaf).any():
+            raise ValueError("a node has exactly one child")
+        nodes = np.arange(m)
+        if (children[~leaf] <= nodes[~leaf, None]).any() or (children >= m).any() or (
+                children < -1).any():
+            raise ValueError("tree child indices must point forward to existing nodes")
+        feature = array(self, "tree_feature_", ndim=1, shape=(m,), kind="iu")
+        if ((feature[~leaf] < 0) | (feature[~leaf] >= d)).any():
+            raise ValueError(f"tree features must be in 0..{d - 1}")
+        array(self, "tree_threshold_", ndim=1, shape=(m,), finite=False)
+        if np.isnan(self.tree_threshold_[~leaf]).any():
+            raise ValueError("tree thresholds must not be NaN")
+        array(self, "tree_value_", ndim=1, shape=(m,), low=0.0, high=1.0)
+        integer(self, "min_samples_leaf_", low=1)
 
     def _positive_probability(self, X):
         tree = _TreeArrays.from_arrays(

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._state import _REGISTERING_MODULES, _REGISTRY, _registered, register
 from .exceptions import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -53,40 +54,11 @@ __all__ = [
     "GENERIC_FORMAT_VERSION",
 ]
 
-_REGISTRY: dict[str, tuple[type, int]] = {}
 _MAGIC = "structcal-model"
-
-# modules whose classes register themselves with ``register``: imported when a file names
-# one of their classes before the module was imported
-_REGISTERING_MODULES = {
-    "ChainCRF": "structcal.crf",
-    "GraphCRF": "structcal.crf",
-    "ImageFeatures": "structcal.crf",
-    "OnlineRecalibrator": "structcal.online",
-}
-
-
-def _registered(name):
-    """``(cls, format_version)`` of a registered class, importing its module if needed."""
-    if name not in _REGISTRY and name in _REGISTERING_MODULES:
-        from importlib import import_module
-
-        import_module(_REGISTERING_MODULES[name])
-    return _REGISTRY.get(name)
 
 #: Version of the generic layout (``"state"`` tree + arrays); files with a larger one come
 #: from a newer structcal and are refused.
 GENERIC_FORMAT_VERSION = 1
-
-
-def register(format_version: int):
-    """Class decorator: allow ``load`` to build this class; ``format_version`` is current."""
-
-    def deco(cls):
-        _REGISTRY[cls.__name__] = (cls, int(format_version))
-        return cls
-
-    return deco
 
 
 def model_paths(path) -> tuple[Path, Path]:
@@ -136,9 +108,9 @@ def _serialise(model, metadata) -> tuple[dict, bytes]:
             raise ParameterTypeError(
                 f"array {key!r} of {name} has dtype object: it cannot be saved without pickle"
             )
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    npz = buffer.getvalue()
+    from ._npz import write_npz
+
+    npz = write_npz(arrays)  # no timestamps: the same model, the same bytes
     manifest = {
         "format": _MAGIC,
         "class": name,
@@ -220,13 +192,15 @@ def dumps(model, *, metadata: dict | None = None) -> bytes:
     -------
     bytes
     """
+    from ._npz import zip_member
+
     manifest, npz = _serialise(model, metadata)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as zf:
         text = io.StringIO()
         _write_manifest(text, manifest)
-        zf.writestr(_DUMP_MEMBERS[0], text.getvalue())
-        zf.writestr(_DUMP_MEMBERS[1], npz)
+        zf.writestr(zip_member(_DUMP_MEMBERS[0]), text.getvalue())
+        zf.writestr(zip_member(_DUMP_MEMBERS[1]), npz)
     return buffer.getvalue()
 
 
@@ -341,6 +315,9 @@ def _parse_manifest(text: bytes, where: str) -> dict:
         manifest = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ParameterError(f"{where!r} is not a structcal model manifest: {exc}") from None
+    except RecursionError:
+        raise ParameterError(f"{where!r} is not a structcal model manifest: its JSON is "
+                             "nested too deeply") from None
     if not isinstance(manifest, dict) or manifest.get("format") != _MAGIC:
         raise ParameterError(f"{where!r} is not a structcal model manifest")
     return manifest
@@ -374,13 +351,38 @@ def load(path, *, expected_class: type | None = None):
     def npz_bytes():
         if not npz_path.exists():
             raise ParameterError(f"the arrays of model {str(json_path)!r} are missing ({npz_path})")
-        return npz_path.read_bytes()
+        if npz_path.is_dir():
+            raise ParameterError(f"the arrays of model {str(json_path)!r} should be a file; "
+                                 f"{npz_path} is a folder")
+        try:
+            return npz_path.read_bytes()
+        except OSError as exc:
+            raise ParameterError(f"cannot read the arrays of model {str(json_path)!r} "
+                                 f"({npz_path}): {exc.strerror or exc}") from None
 
     return _build(manifest, npz_bytes, str(json_path), expected_class, npz_where=str(npz_path))
 
 
 def _build(manifest, npz_bytes, where, expected_class, *, npz_where):
-    """Build the model a checked manifest describes, its arrays read by ``npz_bytes()``."""
+    """Build the model a checked manifest describes, its arrays read by ``npz_bytes()``.
+
+    Whatever a damaged or hostile file makes the builders raise becomes a
+    :class:`~structcal.exceptions.ParameterError` naming the file.
+    """
+    try:
+        return _build_unchecked(manifest, npz_bytes, where, expected_class, npz_where=npz_where)
+    except (ParameterError, ParameterTypeError):
+        raise
+    except RecursionError:
+        raise ParameterError(f"{where!r}: the model's state is nested too deeply") from None
+    except (OverflowError, MemoryError, ValueError, TypeError, KeyError, IndexError,
+            AttributeError) as exc:
+        raise ParameterError(
+            f"{where!r} does not describe a valid model: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _build_unchecked(manifest, npz_bytes, where, expected_class, *, npz_where):
     name = manifest.get("class")
     generic = "state" in manifest
     if generic:

@@ -953,6 +953,51 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             lines.append(line)
         return "\n".join(lines)
 
+    def _check_loaded(self):
+        """Invariants of a fitted recalibrator read from a file (see :mod:`structcal._loadcheck`)."""
+        from ._loadcheck import integer
+
+        self._check_params()
+        kinds = getattr(self, "kinds_", None)
+        if not isinstance(kinds, list) or not kinds or not all(isinstance(k, EventKind) for k in kinds):
+            raise ValueError("kinds_ must be a non-empty list of event kinds")
+        names = [k.name for k in kinds]
+        sel, fc, fn = (getattr(self, a, None) for a in ("selection_", "forecasters_",
+                                                       "feature_names_"))
+        if not all(isinstance(x, dict) for x in (sel, fc, fn)):
+            raise ValueError("selection_, forecasters_ and feature_names_ must be dicts")
+        keys = ["pooled"] if self.pooled else names
+        if sorted(sel) != sorted(keys) or sorted(fn) != sorted(keys):
+            raise ValueError(f"selection_ and feature_names_ must have one entry per kind "
+                             f"{keys}; got {sorted(sel)} and {sorted(fn)}")
+        for key, entry in sel.items():
+            if not isinstance(entry, dict) or entry.get("method") not in METHODS:
+                raise ValueError(f"selection_[{key!r}] has no valid method")
+            n = entry.get("n_events")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"selection_[{key!r}]['n_events'] must be a positive int")
+            if (entry["method"] == "raw") == (key in fc):
+                raise ValueError(f"forecasters_ must hold a map for {key!r} exactly when its "
+                                 "method is not 'raw'")
+            f = fc.get(key)
+            if f is not None and not hasattr(f, "predict_proba"):
+                raise ValueError(f"forecasters_[{key!r}] is not a probabilistic classifier")
+            cols = fn[key]
+            if not isinstance(cols, tuple) or not all(isinstance(c, str) for c in cols):
+                raise ValueError(f"feature_names_[{key!r}] must be a tuple of names")
+            width = getattr(f, "n_features_in_", None)
+            if entry["method"] == "forecaster" and width is not None and width != len(cols):
+                raise ValueError(f"forecasters_[{key!r}] takes {width} features but "
+                                 f"feature_names_ lists {len(cols)}")
+            if entry["method"] == "isotonic" and width not in (None, 1):
+                raise ValueError(f"the isotonic map of {key!r} must take one score")
+            ref = getattr(self, "shift_reference_", {}).get(key)
+            cols_ref = getattr(self, "shift_columns_", {}).get(key)
+            if ref is not None and (not isinstance(ref, np.ndarray) or ref.ndim != 2
+                                    or cols_ref is None or ref.shape[1] != len(cols_ref)):
+                raise ValueError(f"shift_reference_[{key!r}] does not match shift_columns_")
+        integer(self, "n_events_fit_", low=0)
+
     def _check_fitted(self):
         if not hasattr(self, "selection_"):
             from .exceptions import NotFittedError
@@ -1058,16 +1103,17 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         hits = test.flagged()
         where = "; ".join(f"{k} {c} (KS {s:.2f}, p={p:.1g})" for k, c, s, p in hits[:4])
         more = f" and {len(hits) - 4} more" if len(hits) > 4 else ""
-        warnings.warn(
-            f"the new inputs' events are distributed unlike the recalibration set's: {where}"
-            f"{more} (Kolmogorov-Smirnov, Bonferroni over {len(test.key)} tests, "
-            f"alpha={test.alpha:g}). The recalibration map may not transfer to them: refit "
-            "on data like these, or recalibrate online as outcomes arrive "
+        what = (f"the new inputs' events are distributed unlike the recalibration set's: "
+                f"{where}{more} (Kolmogorov-Smirnov, Bonferroni over {len(test.key)} tests, "
+                f"alpha={test.alpha:g}). The recalibration map may not transfer to them")
+        w = DistributionShiftWarning(
+            f"{what}: refit on data like these, or recalibrate online as outcomes arrive "
             "(structcal.online.recalibrate_events / OnlineRecalibrator). "
-            "Pass shift_check=False to silence this check.",
-            DistributionShiftWarning,
-            stacklevel=3,
+            "Pass shift_check=False to silence this check."
         )
+        w.cli_text = (f"{what}: refit with `structcal fit` on data like these. "
+                      "--no-shift-check silences this check.")
+        warnings.warn(w, stacklevel=3)
 
     def evaluate(self, pred, y_true, *, by="kind", n_bins: int = 10) -> CalibrationReport:
         """Raw vs calibrated l2 loss, calibration error and sharpness on new inputs."""

@@ -121,13 +121,16 @@ def test_entity_span_recalibrator_round_trip(tmp_path):
     y = pred_fit.map_labels.copy()
     flip = rng.random(y.shape[0]) < 0.25
     y[flip] = rng.integers(0, 5, size=int(flip.sum()))
-    kinds = [EntitySpans(tags), ContainsEntity(tags, "BIOES", types=["LOC"]),
-             AllEntitiesCorrect(tags, "IOB1"), MarginalEvent()]
+    # random gold tags: read by conlleval's rules (kept through saving)
+    kinds = [EntitySpans(tags, invalid_gold="conlleval"),
+             ContainsEntity(tags, "BIOES", types=["LOC"], invalid_gold="conlleval"),
+             AllEntitiesCorrect(tags, "IOB1", invalid_gold="conlleval"), MarginalEvent()]
     rec = StructuredRecalibrator(kinds, features=["phi_mp1", "phi_mg1", "phi_mg2"],
                                  forecaster=KNNRegionForecaster(random_state=0, **GRID))
     rec.fit(pred_fit, y)
     back = _round_trip(rec, tmp_path)
     assert repr(back.kinds_[1]) == repr(rec.kinds_[1])
+    assert [k.invalid_gold for k in back.kinds_[:3]] == ["conlleval"] * 3
     a, b = rec.predict(pred_new), back.predict(pred_new)
     _same_bits(a.forecast, b.forecast)
     _same_bits(a.table.raw, b.table.raw)

@@ -145,6 +145,18 @@ class TagScheme:
             same & np.isin(prefix, (_B, _I))[:, None] & np.isin(prefix, (_I, _E))[None, :]
         )
 
+    def _check_loaded(self):
+        """A tag scheme read from a file: its derived arrays must be those of its tags."""
+        fresh = TagScheme(list(self.tag_names), self.scheme)
+        for name in ("types", "outside"):
+            if getattr(self, name) != getattr(fresh, name):
+                raise ValueError(f"TagScheme.{name} does not match its tag names")
+        for name in ("prefix", "tag_type", "continues"):
+            mine = getattr(self, name, None)
+            if not isinstance(mine, np.ndarray) or mine.shape != getattr(fresh, name).shape or \
+                    not np.array_equal(mine, getattr(fresh, name)):
+                raise ValueError(f"TagScheme.{name} does not match its tag names")
+
     @property
     def n_tags(self) -> int:
         """Number of tags."""

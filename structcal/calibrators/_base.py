@@ -269,6 +269,22 @@ class ScoreCalibrator(BaseCalibrator):
     probabilities in [0, 1]; the fitted maps are stored in ``maps_``.
     """
 
+    def _check_loaded(self):
+        """Invariants of a fitted score calibrator read from a file."""
+        from .._loadcheck import array, integer
+
+        classes = array(self, "classes_", ndim=1, kind=None)
+        d = integer(self, "n_features_in_", low=1)
+        if classes.shape[0] < 2 or np.unique(classes).shape[0] != classes.shape[0]:
+            raise ValueError("classes_ must hold at least two distinct labels")
+        maps = getattr(self, "maps_", None)
+        if not isinstance(maps, tuple) or not maps or not all(callable(m) for m in maps):
+            raise ValueError("maps_ must be a non-empty tuple of calibration maps")
+        want = 1 if (d == 2 and classes.shape[0] == 2) or d == 1 else d
+        if len(maps) != want:
+            raise ValueError(f"maps_ must hold {want} map(s) for {d} score column(s); got "
+                             f"{len(maps)}")
+
     def _columns_to_fit(self, n_columns):
         # with two columns for two classes the second one carries all the information
         return [1] if (n_columns == 2 and len(self.classes_) == 2) else list(range(n_columns))

@@ -35,6 +35,18 @@ class BinnedMap:
     values: np.ndarray
     uniform: bool
 
+    def _check_loaded(self):
+        from .._loadcheck import array
+
+        edges = array(self, "bin_edges", ndim=1)
+        if edges.shape[0] < 2 or (np.diff(edges) <= 0).any():
+            raise ValueError("bin_edges must be an increasing sequence of at least 2 edges")
+        array(self, "values", ndim=1, shape=(edges.shape[0] - 1,), low=0.0, high=1.0)
+        if not isinstance(self.uniform, (bool, np.bool_)):
+            raise ValueError("uniform must be a bool")
+        if self.uniform and not np.allclose(edges, np.linspace(0, 1, edges.shape[0]), atol=0):
+            raise ValueError("uniform bins must have edges b / n_bins")
+
     def bins(self, s) -> np.ndarray:
         """Bin index of each score."""
         s = np.ascontiguousarray(s, dtype=np.float64)

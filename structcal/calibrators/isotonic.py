@@ -27,6 +27,14 @@ class InterpolatedMap:
     x: np.ndarray
     y: np.ndarray
 
+    def _check_loaded(self):
+        from .._loadcheck import array
+
+        x = array(self, "x", ndim=1)
+        array(self, "y", ndim=1, shape=x.shape, low=0.0, high=1.0)
+        if x.shape[0] < 1 or (np.diff(x) < 0).any():
+            raise ValueError("x must be a non-empty increasing sequence")
+
     def __call__(self, s):
         """Calibrated probabilities of scores ``s`` (linear interpolation, clipped)."""
         return np.interp(np.asarray(s, dtype=np.float64), self.x, self.y)

@@ -30,6 +30,12 @@ class SigmoidMap:
     coef: float
     intercept: float
 
+    def _check_loaded(self):
+        from .._loadcheck import number
+
+        number(self, "coef")
+        number(self, "intercept")
+
     def __call__(self, s):
         """Calibrated probabilities of scores ``s``."""
         return expit(self.coef * np.asarray(s, dtype=np.float64) + self.intercept)

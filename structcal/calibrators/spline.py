@@ -207,6 +207,17 @@ class SplineMap:
     reg_lambda: float
     cv_loss: np.ndarray
 
+    def _check_loaded(self):
+        from .._loadcheck import array, number
+
+        knots = array(self, "knots", ndim=1)
+        if knots.shape[0] < 2 or (np.diff(knots) <= 0).any():
+            raise ValueError("knots must be an increasing sequence of at least 2 knots")
+        array(self, "coef", ndim=1, shape=knots.shape)
+        array(self, "bspline_coef", ndim=1, shape=(knots.shape[0] + 2,))
+        number(self, "epsilon", low=0.0, high=0.5, optional=True)
+        number(self, "reg_lambda", low=0.0)
+
     def transform(self, s) -> np.ndarray:
         """Scores on the spline's scale (the compact logit, if any)."""
         s = np.asarray(s, dtype=np.float64)

@@ -2,8 +2,10 @@
 
 One module per command (``fit.py``, ``apply.py``, ``evaluate.py``, ``demo.py``); each
 defines ``add_parser(subparsers)`` and ``run(args) -> int``. :func:`main` builds the
-parser from them. Every command reports progress on stderr (``-q/--quiet``: none) and
-its results on stdout or the output file. Bad input (an unreadable or inconsistent file, a model from a newer
+parser from them. Every command reports progress and notes on stderr (``-q/--quiet``:
+none) and its results on stdout or the output file; warnings (the data look unlike the
+recalibration data, probabilities of limited precision) are one line each on stderr,
+even with ``-q``. Bad input (an unreadable or inconsistent file, a model from a newer
 format version, an unknown option value) prints one line naming the file and the
 problem on stderr and exits with code 2, having written nothing.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from . import apply, demo, evaluate, fit
 from ._common import add_common_options
@@ -56,11 +59,21 @@ def main(argv=None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return args.run(args)
-    except (InputError, StructcalError) as exc:
-        print(f"structcal {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        # one line per warning, without the library's source line; the shift warning's
+        # advice in the terms of the command line
+        text = getattr(message, "cli_text", None) or str(message)
+        print(f"structcal {args.command}: warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # a command prints warnings, it does not raise them
+        warnings.showwarning = show
+        try:
+            return args.run(args)
+        except (InputError, StructcalError) as exc:
+            print(f"structcal {args.command}: error: {exc}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool = Fal
     parser.add_argument(
         "-q", "--quiet", action="store_true",
         default=False if top_level else argparse.SUPPRESS,
-        help="print no progress messages on stderr (results still go to stdout)",
+        help="print no progress messages or notes on stderr (results still go to stdout; "
+             "warnings that concern the results, one line each, and errors still appear)",
     )
 
 

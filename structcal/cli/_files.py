@@ -13,7 +13,6 @@ import os
 import sys
 import tempfile
 import warnings
-import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,21 +46,28 @@ input .npz arrays (a batch of chains or graphs laid end to end, K labels):
     potts              () or (n_edges,) float  Potts weights
   labels               (n_tokens,) int      gold labels in 0..K-1 (fit, evaluate)
   unstructured_scores  (n_tokens, K) float  optional: an unstructured classifier's
-                                              scores (features phi_no1, phi_no2)"""
+                                              scores (features phi_no1, phi_no2)
+  groups               (n_items,) int or str  optional: the group (document, image,
+                                              writer) of each item; cross-validation
+                                              and intervals never split a group"""
 
 #: The CoNLL input, as shown in ``--help``.
 CONLL_FORMAT = """\
 CRFsuite model + CoNLL tokens (--crfsuite MODEL, data = a text file):
   one token per line, columns separated by whitespace: the token first, the gold tag
   last (tags are needed by fit and evaluate; with one column there are none); blank
-  lines end sentences; -DOCSTART- lines are skipped. Event kinds for entities (entity,
+  lines end sentences; -DOCSTART- lines separate documents (the default groups: see
+  --groups). With --conll-tags none there are no gold tags and every column is the
+  token's own. Event kinds for entities (entity,
   contains_entity, all_entities) use the model's tag names with --scheme (default BIO).
   Each token's CRFsuite features must be those the model was trained on: by default
   structcal.datasets.token_features (the sklearn-crfsuite tutorial's features without
   part-of-speech tags); with --token-features MODULE:FUNCTION (or
   path/to/file.py:FUNCTION) your own: FUNCTION(sentences) gets the sentences (lists of
   token strings) and returns one list per sentence holding one feature dict per token
-  (or a list of attribute names), as given to pycrfsuite.Trainer.append. MODULE is
+  (or a list of attribute names), as given to pycrfsuite.Trainer.append; if FUNCTION
+  takes a second argument it also gets each sentence's rows: per token, the tuple of
+  its columns but the gold tag (token, part of speech, chunk, ...). MODULE is
   imported from the Python path (PYTHONPATH, or an installed package). Give the same
   --token-features to fit, apply and evaluate. For example, with a file feats.py:
       def word2features(sentences):
@@ -71,7 +77,7 @@ CRFsuite model + CoNLL tokens (--crfsuite MODEL, data = a text file):
 
 _KNOWN = {
     "unary", "scores", "lengths", "offsets", "transitions", "pairwise", "start", "end",
-    "edges", "edge_type", "potts", "labels", "unstructured_scores",
+    "edges", "edge_type", "potts", "labels", "unstructured_scores", "groups",
 }
 
 
@@ -97,17 +103,12 @@ class Batch:
 
 
 def _read_npz(path: Path) -> dict:
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
+    from .._npz import NPZError, read_npz
+
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise InputError(f"{path}: not an .npz archive (a single .npy array)")
-            return {k: data[k] for k in data.files}
-    except InputError:
-        raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+        return read_npz(path)
+    except NPZError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _int_array(arrays, name, path, ndim):
@@ -144,7 +145,7 @@ def _index_array(arrays, name, path, rows, values):
     return a
 
 
-def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
+def load_batch(path, *, need_labels: bool, graph_options=None, groups=None) -> Batch:
     """Read a batch from an ``.npz`` file (see :data:`NPZ_FORMAT`).
 
     Parameters
@@ -154,6 +155,8 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
         Whether the array ``labels`` is required.
     graph_options : dict, optional
         Inference options for graphs (``marginal_method``, ``map_method``).
+    groups : str, optional
+        ``--groups FILE`` (one id per line and item); default: the ``groups`` array.
 
     Returns
     -------
@@ -263,7 +266,20 @@ def load_batch(path, *, need_labels: bool, graph_options=None) -> Batch:
             pred = StructuredPrediction(pot, unstructured_scores=scores)
     except StructcalError as exc:
         raise InputError(f"{path}: {exc}") from None
-    return Batch(path, pred, labels, structure)
+    n_items = offsets.shape[0] - 1
+    if groups is not None:
+        if "groups" in arrays:
+            raise InputError(f"{path}: has a `groups` array; give it or --groups, not both")
+        group_ids = read_groups_file(groups, n_items, "item")
+    elif "groups" in arrays:
+        g = arrays["groups"]
+        if g.ndim != 1 or g.shape[0] != n_items or g.dtype.kind not in "iuU":
+            raise InputError(f"{path}: `groups` must have shape ({n_items},) (one integer or "
+                             f"string id per item); got shape {g.shape} and dtype {g.dtype}")
+        group_ids = np.unique(g, return_inverse=True)[1].astype(np.int64)
+    else:
+        group_ids = None
+    return Batch(path, pred, labels, structure, groups=group_ids)
 
 
 @dataclass
@@ -539,8 +555,8 @@ def load_conll_batch(path, crfsuite, *, need_labels: bool, token_features=None,
 
 def _conll_groups(data: Conll, spec, path: Path):
     """Group of each sentence: ``--groups column:N`` / ``FILE``, else the documents."""
-    if spec is None:
-        return data.documents if data.has_docstart else None
+    if spec is None:  # documents, when -DOCSTART- lines make more than one
+        return data.documents if data.has_docstart and data.documents.max() > 0 else None
     if spec.startswith("column:"):
         try:
             col = int(spec.split(":", 1)[1])

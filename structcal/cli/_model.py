@@ -13,13 +13,17 @@ __all__ = ["load_recalibrator", "load_batch_for", "read_input", "calibrate", "ca
 def read_input(args, *, need_labels, saved_inference=None):
     """The batch of ``args.data``: an .npz file, or CoNLL tokens with ``--crfsuite``."""
     token_features = getattr(args, "token_features", None)
+    groups = getattr(args, "groups", None)
     if getattr(args, "crfsuite", None):
         return load_conll_batch(args.data, args.crfsuite, need_labels=need_labels,
-                                token_features=token_features)
+                                token_features=token_features,
+                                conll_tags=getattr(args, "conll_tags", "last"), groups=groups)
     if token_features is not None:
         raise InputError("--token-features needs --crfsuite MODEL (CoNLL token input)")
+    if getattr(args, "conll_tags", "last") != "last":
+        raise InputError("--conll-tags needs --crfsuite MODEL (CoNLL token input)")
     return load_batch(args.data, need_labels=need_labels,
-                      graph_options=inference_options(args, saved_inference))
+                      graph_options=inference_options(args, saved_inference), groups=groups)
 
 
 def describe(batch) -> str:
@@ -46,6 +50,7 @@ def load_recalibrator(path):
 def load_batch_for(rec, args, *, need_labels):
     """Read ``args.data`` for the recalibrator ``rec`` (same number of labels and structure)."""
     meta = getattr(rec, "metadata_", {}) or {}
+    _check_token_features(meta, args)  # before reading: the wrong features fail as such
     batch = read_input(args, need_labels=need_labels, saved_inference=meta.get("inference"))
     saved_tags = meta.get("tag_names")
     if saved_tags is not None and (batch.tag_names is None or list(batch.tag_names) != saved_tags):
@@ -54,16 +59,6 @@ def load_batch_for(rec, args, *, need_labels):
             f"{saved_tags}; give the data as CoNLL tokens with --crfsuite and a model with "
             "those tags"
         )
-    if saved_tags is not None and "token_features" in meta:  # saved since --token-features
-        fitted, given = meta["token_features"], getattr(args, "token_features", None)
-        if (fitted is None) != (given is None):
-            default = "structcal.datasets.token_features (the default)"
-            raise InputError(
-                f"{batch.path}: the recalibrator {args.model} was fitted on CRFsuite scores "
-                f"of tokens featurized by {default if fitted is None else fitted}, but this "
-                f"run uses {default if given is None else given}: give the same "
-                "--token-features as to `structcal fit`"
-            )
     K = meta.get("n_states")
     if K is not None and int(batch.prediction.n_states) != int(K):
         raise InputError(
@@ -79,8 +74,26 @@ def load_batch_for(rec, args, *, need_labels):
     return batch
 
 
-def calibrate(rec, batch):
+def _check_token_features(meta, args):
+    """The run's --token-features must be those the recalibrator was fitted with."""
+    if meta.get("tag_names") is None or "token_features" not in meta or not getattr(
+            args, "crfsuite", None):
+        return
+    fitted, given = meta["token_features"], getattr(args, "token_features", None)
+    if (fitted is None) != (given is None):
+        default = "structcal.datasets.token_features (the default)"
+        raise InputError(
+            f"{args.data}: the recalibrator {args.model} was fitted on CRFsuite scores "
+            f"of tokens featurized by {default if fitted is None else fitted}, but this "
+            f"run uses {default if given is None else given}: give the same "
+            "--token-features as to `structcal fit`"
+        )
+
+
+def calibrate(rec, batch, shift_check=True):
     """``CalibratedEvents`` of a batch (outcomes filled when it has labels)."""
+    if not shift_check:
+        rec.set_params(shift_check=False)
     try:
         return rec.predict(batch.prediction, y_true=batch.labels)
     except (ValueError, TypeError) as exc:
@@ -98,4 +111,4 @@ def calibrated_input(args, *, need_labels):
     say(args, f"loaded the recalibrator {args.model} and {describe(batch)}")
     say(args, f"inference and calibrated probabilities of the events "
               f"({', '.join(k.name for k in rec.kinds_)}) ...")
-    return rec, batch, calibrate(rec, batch)
+    return rec, batch, calibrate(rec, batch, not getattr(args, "no_shift_check", False))

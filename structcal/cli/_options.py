@@ -174,6 +174,20 @@ def add_input_options(parser) -> None:
              "feature dicts per sentence (MODULE:FUNCTION or path/to/file.py:FUNCTION; "
              "default: structcal.datasets.token_features; see below)",
     )
+    parser.add_argument(
+        "--conll-tags", choices=["last", "none"], default="last",
+        help="with --crfsuite: whether the last column of the CoNLL file holds gold tags "
+             "(last, the default, when there are several columns) or not (none: every column "
+             "is the token's own, e.g. part-of-speech tags for --token-features)",
+    )
+    parser.add_argument(
+        "--groups", metavar="SPEC", default=None,
+        help="the group (document, image, writer, ...) of each item: a FILE with one group id "
+             "per line and item, or column:N (CoNLL input: token column N, the same for "
+             "every token of a sentence). Default: the `groups` array of an .npz input, or "
+             "the documents that -DOCSTART- lines separate in CoNLL input (when there are "
+             "several); else every item is its own group. Cross-validation and intervals never split a group.",
+    )
 
 
 def add_inference_options(parser) -> None:

@@ -58,6 +58,10 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="output file (.csv or .parquet)")
     p.add_argument("--format", choices=["csv", "parquet"], default=None,
                    help="output format (default: from the output file's suffix)")
+    p.add_argument("--no-shift-check", action="store_true",
+                   help="do not test whether the data look like the recalibration data "
+                        "(the test warns when they do not: the calibrated probabilities may "
+                        "not transfer)")
     finish_parser(p, run)
 
 

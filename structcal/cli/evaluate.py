@@ -41,6 +41,10 @@ def add_parser(sub) -> None:
     p.add_argument("--format", choices=["text", "json", "html"], default=None,
                    help="report format (default: from the output suffix, else text)")
     p.add_argument("--bins", type=int, default=10, help="equal-width buckets (default: 10)")
+    p.add_argument("--no-shift-check", action="store_true",
+                   help="do not test whether the data look like the recalibration data "
+                        "(the test warns when they do not: the calibrated probabilities may "
+                        "not transfer)")
     finish_parser(p, run)
 
 

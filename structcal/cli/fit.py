@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from ._common import command_parser, finish_parser, reported, say
 from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError
 from ._model import describe, read_input
@@ -92,8 +90,8 @@ def run(args) -> int:
         has_lexicon=lexicon is not None,
     )
     if left_out:
-        print(f"note: features {left_out} left out (phi_mp2 needs --lexicon; phi_no1/phi_no2 "
-              "need `unstructured_scores` in the input)", file=sys.stderr)
+        say(args, f"note: features {left_out} left out (phi_mp2 needs --lexicon; "
+                  "phi_no1/phi_no2 need `unstructured_scores` in the input)")
     rec = StructuredRecalibrator(
         kinds, features=features, forecaster=forecaster, pooled=args.pooled, lexicon=lexicon,
         label_names=None if args.alphabet is None else list(args.alphabet),
@@ -105,7 +103,8 @@ def run(args) -> int:
     try:
         # the recalibrator reports its own steps; it is saved with verbose=False (the
         # library default), so the model files do not depend on --quiet
-        rec.set_params(verbose=not args.quiet).fit(batch.prediction, batch.labels)
+        rec.set_params(verbose=not args.quiet).fit(batch.prediction, batch.labels,
+                                                   groups=batch.groups)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{batch.path}: cannot fit: {exc}") from None
     finally:
