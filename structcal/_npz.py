@@ -64,7 +64,8 @@ def read_npz(path) -> dict:
             return out
     except NPZError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, NotImplementedError,
+            RuntimeError, OverflowError, MemoryError) as exc:
         raise NPZError(f"{path}: is a damaged .npz archive ({type(exc).__name__}: "
                        f"{str(exc)[:120]})") from None
 

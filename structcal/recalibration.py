@@ -757,6 +757,47 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         return base
 
     def _check_params(self):
+        from .events import Lexicon
+
+        if self.kinds is not None:
+            if isinstance(self.kinds, (str, bytes, dict)) or not hasattr(self.kinds, "__iter__"):
+                raise ParameterTypeError(
+                    f"`kinds` must be a sequence of EventKind; got {describe(self.kinds)}")
+            self._kinds()
+        f = self.features
+        if isinstance(f, str):
+            check_option(f, "features", ("auto", "table1", "all"))
+        elif isinstance(f, dict):
+            for k, v in f.items():
+                if not isinstance(k, str) or isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+                    raise ParameterTypeError(
+                        "`features` as a dict maps kind names to lists of feature names")
+        elif not hasattr(f, "__iter__"):
+            raise ParameterTypeError(
+                f"`features` must be 'auto', 'table1', 'all', a list or a dict; got {describe(f)}")
+        if self.forecaster is not None and not (
+                hasattr(self.forecaster, "fit") and hasattr(self.forecaster, "predict_proba")):
+            raise ParameterTypeError(
+                f"`forecaster` must be a probabilistic classifier (fit, predict_proba); got "
+                f"{describe(self.forecaster)}")
+        for name in ("pooled", "shift_check", "verbose"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ParameterTypeError(f"`{name}` must be a bool; got "
+                                         f"{describe(getattr(self, name))}")
+        if self.lexicon is not None and not isinstance(self.lexicon, Lexicon):
+            raise ParameterTypeError(f"`lexicon` must be a Lexicon; got {describe(self.lexicon)}")
+        if self.label_set is not None:
+            from ._validation import as_int_array
+
+            as_int_array(np.asarray(self.label_set), "label_set", ndim=1, low=0)
+        if self.label_names is not None and (
+                isinstance(self.label_names, (str, bytes))
+                or not hasattr(self.label_names, "__len__")
+                or not all(isinstance(n, (str, np.str_)) for n in self.label_names)):
+            raise ParameterTypeError(
+                f"`label_names` must be a sequence of str; got {describe(self.label_names)}")
+        check_random_state(self.random_state if not isinstance(self.random_state, np.random.Generator)
+                           else None)
         if isinstance(self.method, dict):
             for m in self.method.values():
                 check_option(m, "method", ("auto",) + METHODS)
@@ -980,7 +1021,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 raise ValueError(f"forecasters_ must hold a map for {key!r} exactly when its "
                                  "method is not 'raw'")
             f = fc.get(key)
-            if f is not None and not hasattr(f, "predict_proba"):
+            if key in fc and not hasattr(f, "predict_proba"):
                 raise ValueError(f"forecasters_[{key!r}] is not a probabilistic classifier")
             cols = fn[key]
             if not isinstance(cols, tuple) or not all(isinstance(c, str) for c in cols):

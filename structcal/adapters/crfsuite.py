@@ -105,10 +105,29 @@ class CRFsuiteModel:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "CRFsuiteModel":
-        """Read a model from the bytes of a CRFsuite model file."""
+        """Read a model from the bytes of a CRFsuite model file.
+
+        Raises
+        ------
+        ParameterError
+            If the bytes are not a well-formed first-order CRFsuite model (bad magic or
+            header, truncated, tables out of range, names that are not UTF-8, weights
+            that are not finite).
+        """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise ParameterTypeError(f"`data` must be bytes; got {describe(data)}")
-        buf = bytes(data)
+        try:
+            return cls._parse(bytes(data))
+        except (struct.error, UnicodeDecodeError, IndexError, OverflowError, MemoryError) as exc:
+            raise ParameterError(f"not a well-formed CRFsuite model ({type(exc).__name__}: "
+                                 f"{exc})") from None
+        except ValueError as exc:
+            if isinstance(exc, ParameterError):
+                raise
+            raise ParameterError(f"not a well-formed CRFsuite model ({exc})") from None
+
+    @classmethod
+    def _parse(cls, buf: bytes) -> "CRFsuiteModel":
         if len(buf) < _HEADER.size or buf[:4] != b"lCRF":
             raise ParameterError(
                 "not a CRFsuite model: the file does not start with the magic bytes b'lCRF'"
@@ -148,6 +167,8 @@ class CRFsuiteModel:
         if not (state | trans).all():
             raise ParameterError("CRFsuite model: unknown feature type")
         f_s, f_t = feats[state], feats[trans]
+        if not np.isfinite(feats["weight"]).all():
+            raise ParameterError("CRFsuite model: a feature weight is NaN or infinite")
         if (
             (f_s["src"] >= n_attrs).any()
             or (f_s["dst"] >= n_labels).any()

@@ -169,6 +169,15 @@ class EventKind:
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
+    def _check_loaded(self):
+        """An event kind read from a file: a name, and parameters as its constructor checks."""
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"{type(self).__name__}.name must be a non-empty str")
+        self._check_parameters()
+
+    def _check_parameters(self):
+        """Check the kind's own parameters (subclasses with parameters override this)."""
+
 
 class MAPEvent(EventKind):
     """``E = {MAP(x)}``: "the whole predicted labeling is correct" (one per input)."""
@@ -233,6 +242,11 @@ class LabelAt(EventKind):
         self.on_short = check_option(on_short, "on_short", ("error", "skip"))
         self.name = name or f"label_at[{self.position}]={self.label}"
 
+    def _check_parameters(self):
+        check_int(self.position, "position")
+        check_int(self.label, "label", low=0)
+        check_option(self.on_short, "on_short", ("error", "skip"))
+
     def instances(self, pred):
         if self.label >= pred.n_states:
             raise ParameterError(f"LabelAt: `label` must be < n_states={pred.n_states}; got {self.label}")
@@ -277,6 +291,13 @@ class SpanEquals(EventKind):
         self.labels = as_int_array(np.asarray(labels), "labels", ndim=1, low=0, allow_empty=False)
         self.on_short = check_option(on_short, "on_short", ("error", "skip"))
         self.name = name or f"span[{self.start}]={'-'.join(map(str, self.labels.tolist()))}"
+
+    def _check_parameters(self):
+        check_int(self.start, "start")
+        if not isinstance(self.labels, np.ndarray):
+            raise ValueError("SpanEquals.labels must be an array")
+        as_int_array(self.labels, "labels", ndim=1, low=0, allow_empty=False)
+        check_option(self.on_short, "on_short", ("error", "skip"))
 
     def _span_nodes(self, pred):
         m = self.labels.shape[0]
@@ -350,6 +371,12 @@ class InLexicon(EventKind):
         self.lexicon = lexicon
         self.name = name
 
+    def _check_parameters(self):
+        from .lexicon import Lexicon
+
+        if not isinstance(self.lexicon, Lexicon):
+            raise ValueError("InLexicon.lexicon must be a Lexicon")
+
     def outcomes(self, pred, events, y_true):
         return self.lexicon.contains(y_true, pred.item_offsets)[events.item]
 
@@ -387,6 +414,9 @@ class AnyLabel(EventKind):
     def __init__(self, label: int, *, name: str | None = None):
         self.label = check_int(label, "label", low=0)
         self.name = name or f"any_label={self.label}"
+
+    def _check_parameters(self):
+        check_int(self.label, "label", low=0)
 
     def _any(self, pred, labels):
         return _count_per_item(pred, labels == self.label) > 0

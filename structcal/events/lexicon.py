@@ -93,6 +93,32 @@ class Lexicon:
         self.terminal = np.zeros(n, dtype=np.bool_)
         self.terminal[[ids[s] for s in seqs]] = True
 
+    def _check_loaded(self):
+        """A lexicon read from a file: its trie must be the trie of its own words."""
+        from .._loadcheck import array, integer
+
+        K = integer(self, "n_states", low=1)
+        parent = array(self, "parent", ndim=1, kind="iu")
+        n = parent.shape[0]
+        array(self, "label", ndim=1, shape=(n,), kind="iu", low=-1, high=K - 1)
+        array(self, "terminal", ndim=1, shape=(n,), kind="b")
+        array(self, "children", ndim=2, shape=(n, K), kind="iu")
+        if n < 1 or parent[0] != -1 or ((parent[1:] < 0) | (parent[1:] >= np.arange(1, n))).any():
+            raise ValueError("Lexicon.parent must point to earlier trie nodes")
+        words = []
+        for node in np.flatnonzero(self.terminal).tolist():
+            w = []
+            while node > 0:
+                w.append(int(self.label[node]))
+                node = int(parent[node])
+            words.append(w[::-1])
+        fresh = Lexicon(words, n_states=K)
+        for name in ("parent", "label", "levels", "children", "terminal"):
+            mine = getattr(self, name)
+            if not isinstance(mine, np.ndarray) or not np.array_equal(mine, getattr(fresh, name)):
+                raise ValueError(f"Lexicon.{name} is not the trie of the lexicon's words")
+        integer(self, "n_words", low=len(words), high=len(words))
+
     @property
     def n_nodes(self) -> int:
         """Number of trie nodes (distinct prefixes, including the empty one)."""

@@ -252,6 +252,16 @@ def _first_nodes(component, n_components):
     return out
 
 
+def _check_seed(random_state):
+    """A saved kind's seed: None or a non-negative int (Generators are saved exactly)."""
+    if random_state is None or isinstance(random_state, np.random.Generator):
+        return
+    if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)) or \
+            random_state < 0:
+        raise ValueError(f"random_state must be None, a non-negative int or a Generator; got "
+                         f"{random_state!r}")
+
+
 def _check_common(background, iou_threshold):
     if background is not None:
         background = check_int(background, "background", low=0)
@@ -303,6 +313,15 @@ class ObjectEvents(NodeSetKind):
         self.random_state = random_state
         self.class_names = None if class_names is None else tuple(str(c) for c in class_names)
         self.name = str(name)
+
+    def _check_parameters(self):
+        _check_common(self.background, self.iou_threshold)
+        check_option(self.raw, "raw", ("factorised", "sampled", "gibbs"))
+        check_int(self.n_samples, "n_samples", low=1)
+        _check_seed(self.random_state)
+        if self.class_names is not None and not (
+                isinstance(self.class_names, tuple) and all(isinstance(c, str) for c in self.class_names)):
+            raise ValueError("ObjectEvents.class_names must be None or a tuple of str")
 
     def _map_components(self, pred):
         return _components_of(pred, pred.map_labels, self.background,
@@ -374,6 +393,12 @@ class _ImageObjectKind(EventKind, metaclass=ABCMeta):
         self.n_samples = check_int(n_samples, "n_samples", low=1)
         self.random_state = random_state
         self.name = str(name)
+
+    def _check_parameters(self):
+        _check_common(self.background, self.iou_threshold)
+        check_option(self.raw, "raw", ("sampled", "gibbs"))
+        check_int(self.n_samples, "n_samples", low=1)
+        _check_seed(self.random_state)
 
     def instances(self, pred):
         if self.background is not None and self.background >= pred.n_states:

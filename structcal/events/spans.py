@@ -70,6 +70,12 @@ def _gold(kind, pred, y_true):
 
 
 
+def _check_entity_kind(kind):
+    if not isinstance(kind.tag_scheme, TagScheme):
+        raise ValueError(f"{type(kind).__name__}.tag_scheme must be a TagScheme")
+    _invalid_gold(getattr(kind, "invalid_gold", "raise"))
+
+
 def _invalid_gold(value):
     from .._validation import check_option
 
@@ -127,6 +133,11 @@ class EntitySpans(NodeSetKind):
         self.invalid_gold = _invalid_gold(invalid_gold)
         self.class_names = self.tag_scheme.types
         self.name = str(name)
+
+    def _check_parameters(self):
+        _check_entity_kind(self)
+        if self.class_names != self.tag_scheme.types:
+            raise ValueError("EntitySpans.class_names must be the tag scheme's types")
 
     def __repr__(self):
         return (
@@ -381,6 +392,13 @@ class ContainsEntity(EventKind):
             self.types = tuple(self.tag_scheme.types.index(t) for t in types)
         self.name = str(name)
 
+    def _check_parameters(self):
+        _check_entity_kind(self)
+        n = len(self.tag_scheme.types)
+        if not isinstance(self.types, tuple) or not all(
+                isinstance(t, int) and not isinstance(t, bool) and 0 <= t < n for t in self.types):
+            raise ValueError(f"ContainsEntity.types must be a tuple of type indices 0..{n - 1}")
+
     def __repr__(self):
         return f"ContainsEntity({list(self.tag_scheme.tag_names)!r}, scheme={self.tag_scheme.scheme!r})"
 
@@ -455,6 +473,9 @@ class AllEntitiesCorrect(EventKind):
         self.tag_scheme = _scheme(tag_names, scheme)
         self.invalid_gold = _invalid_gold(invalid_gold)
         self.name = str(name)
+
+    def _check_parameters(self):
+        _check_entity_kind(self)
 
     def __repr__(self):
         return f"AllEntitiesCorrect({list(self.tag_scheme.tag_names)!r}, scheme={self.tag_scheme.scheme!r})"

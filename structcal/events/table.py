@@ -419,6 +419,17 @@ def build_events(
         raise ParameterError(f"event kind names must be unique; got {names}")
     if label_set is not None:
         label_set = as_int_array(np.asarray(label_set), "label_set", ndim=1, low=0, high=pred.n_states)
+    if label_names is not None:
+        if isinstance(label_names, (str, bytes)) or not hasattr(label_names, "__len__") or not all(
+                isinstance(n, (str, np.str_)) for n in label_names):
+            raise ParameterTypeError(
+                f"`label_names` must be a sequence of str (one per label); got "
+                f"{type(label_names).__name__}"
+            )
+        if len(label_names) != pred.n_states:
+            raise ParameterError(
+                f"`label_names` must name the {pred.n_states} labels; got {len(label_names)}"
+            )
     if y_true is not None:
         y_true = _y_true_iv(pred, y_true)
     plans = _feature_plan(kinds, features, pred, lexicon)
