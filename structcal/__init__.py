@@ -48,6 +48,7 @@ _LAZY = {
     "load_scene": "datasets",
     "load_snakes": "datasets",
     "load_wnut17": "datasets",
+    "load_gum": "datasets",
     "split_items": "items",
     "split_events": "items",
     "to_networkx": "items",

@@ -920,7 +920,9 @@ def _predict_partition(payload, file, out_dir, version, inference_options):
         "position": pa.array(t.position),
         "label": pa.array(t.label),
     }
-    if "set" in t.kind_scopes:
+    from .events.nodesets import NODE_SET_SCOPES
+
+    if NODE_SET_SCOPES & set(t.kind_scopes):  # node-set events (objects, entities)
         # members as positions in their item, grouped per event (empty for other scopes)
         owner = np.repeat(t.item, np.diff(t.member_offsets))
         local = t.members - part.potentials.offsets[owner]

@@ -13,6 +13,7 @@ __all__ = [
     "DistributionShiftWarning",
     "PrecisionWarning",
     "UnknownAttributeWarning",
+    "SingleGroupWarning",
     "ConvergenceWarning",
     "NotFittedError",
 ]
@@ -51,6 +52,10 @@ class PrecisionWarning(UserWarning):
     labelings, or very long chains) that float64 rounding of the sums behind it limits
     the accuracy of probabilities derived from it; the message gives the estimated error.
     """
+
+
+class SingleGroupWarning(UserWarning):
+    """Recalibration data from a single group: nothing can be checked on held-out data."""
 
 
 class UnknownAttributeWarning(UserWarning):

@@ -22,7 +22,12 @@ from ._estimator import ParamsMixin
 from ._progress import message, progress
 from ._validation import check_float, check_int, check_option, check_random_state, describe
 from .events import EventKind, EventTable, MAPEvent, MarginalEvent, build_events
-from .exceptions import DistributionShiftWarning, ParameterError, ParameterTypeError
+from .exceptions import (
+    DistributionShiftWarning,
+    ParameterError,
+    ParameterTypeError,
+    SingleGroupWarning,
+)
 from .io import SaveLoadMixin
 
 __all__ = [
@@ -791,7 +796,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
 
             as_int_array(np.asarray(self.label_set), "label_set", ndim=1, low=0)
         if self.label_names is not None and (
-                isinstance(self.label_names, (str, bytes))
+                isinstance(self.label_names, bytes)
                 or not hasattr(self.label_names, "__len__")
                 or not all(isinstance(n, (str, np.str_)) for n in self.label_names)):
             raise ParameterTypeError(
@@ -902,6 +907,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             self.shift_reference_[key] = np.ascontiguousarray(ref[sample])
             self.shift_columns_[key] = cols
         self.n_events_fit_ = table.n_events
+        self.n_states_ = int(pred.n_states) if hasattr(pred, "n_states") else None
         return self
 
     def _select(self, key, X, y, r, items, seed):
@@ -923,7 +929,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 f"the recalibration events of {key!r} come from a single group (input or "
                 "document), so no candidate map can be checked on held-out data: the model's "
                 "raw probability is kept for this kind. Recalibrate on more inputs.",
-                UserWarning, stacklevel=4,
+                SingleGroupWarning, stacklevel=4,
             )
             return "raw", {}, {}
         chosen = _one_se_choice(losses, items, self.n_se)
@@ -1038,6 +1044,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                                     or cols_ref is None or ref.shape[1] != len(cols_ref)):
                 raise ValueError(f"shift_reference_[{key!r}] does not match shift_columns_")
         integer(self, "n_events_fit_", low=0)
+        if getattr(self, "n_states_", None) is not None:
+            integer(self, "n_states_", low=1)
 
     def _check_fitted(self):
         if not hasattr(self, "selection_"):
@@ -1066,6 +1074,12 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             events are distributed unlike the recalibration set's (:meth:`shift_test`).
         """
         self._check_fitted()
+        K = getattr(self, "n_states_", None)
+        if K is not None and getattr(pred, "n_states", K) != K:
+            raise ParameterError(
+                f"`pred` has {pred.n_states} labels per position but this recalibrator was fit "
+                f"on predictions with {K}: it calibrates the events of that model only"
+            )
         table = self.events(pred, y_true)
         forecast = np.empty(table.n_events)
         for key, sel in self.selection_.items():

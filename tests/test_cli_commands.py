@@ -357,7 +357,7 @@ def test_bad_input_files_exit_2_naming_the_file_and_write_nothing(work, capsys):
     d = work / "bad"
     d.mkdir()
     cases = _bad_inputs(d)
-    cases["junk"] = (None, "not a readable .npz file")
+    cases["junk"] = (None, "is not an .npz archive")
     for name, (_, message) in cases.items():
         path = d / f"{name}.npz"
         # without --quiet: the error is still the only line (progress starts after the checks)
@@ -657,3 +657,160 @@ def test_token_features_needs_crfsuite(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "recal.npz"), "-o", str(tmp_path / "x"),
                  "--token-features", "my_feats:word2features"]) == 2
     assert "--token-features needs --crfsuite" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- edges of the CLI
+
+
+def test_quiet_fit_with_features_left_out_prints_nothing(work):
+    d = work / "quiet_note"
+    d.mkdir()
+    r = _run("fit", "../recal.npz", "-o", "r", "--forecaster", "knn", "--features", "table1",
+             "-q", cwd=d)
+    assert r.returncode == 0 and r.stderr == "", r.stderr  # the features note is a note
+    r = _run("fit", "../recal.npz", "-o", "r", "--forecaster", "knn", "--features", "table1",
+             cwd=d)
+    assert "note: features" in r.stderr
+
+
+def test_shift_warning_is_one_line_in_cli_terms(work, tmp_path):
+    # new data of another scale: the shift test fires; the warning is one line, with the
+    # command line's advice, even under -q; --no-shift-check silences it
+    _chains(tmp_path / "far.npz", 300, 9, labels=False)
+    arrays = dict(np.load(tmp_path / "far.npz"))
+    arrays["unary"] = arrays["unary"] * 10
+    np.savez(tmp_path / "far.npz", **arrays)
+    r = _run("apply", work / "rec", tmp_path / "far.npz", "-o", tmp_path / "e.csv", "-q",
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("structcal apply: warning: the new inputs"), lines
+    assert "--no-shift-check" in lines[0] and "shift_check=False" not in lines[0]
+    r = _run("apply", work / "rec", tmp_path / "far.npz", "-o", tmp_path / "e.csv", "-q",
+             "--no-shift-check", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_apply_checks_the_output_folder_before_any_inference(work, capsys):
+    assert main(["apply", str(work / "rec"), str(work / "new.npz"), "-o",
+                 str(work / "missing" / "dir" / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "inference" not in err
+
+
+def test_float_labels_and_lengths_are_refused_as_in_the_api(tmp_path, capsys):
+    good = _chains(tmp_path / "g.npz", 10, 0)
+    for name in ("labels", "lengths"):
+        arrays = dict(good)
+        arrays[name] = arrays[name].astype(np.float64)
+        np.savez(tmp_path / "f.npz", **arrays)
+        assert main(["fit", str(tmp_path / "f.npz"), "-o", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert f"`{name}` must hold integers" in err and "not rounded" in err
+    from structcal import ChainPotentials, ParameterTypeError
+
+    with pytest.raises(ParameterTypeError, match="not rounded"):
+        ChainPotentials.from_scores(np.zeros((4, 2)), lengths=np.array([2.0, 2.0]),
+                                    transitions=np.zeros((2, 2)))
+
+
+def test_npy_text_and_folder_given_as_npz_exit_2(tmp_path, capsys):
+    np.save(tmp_path / "a.npy", np.zeros(3))
+    (tmp_path / "a.npz").write_bytes((tmp_path / "a.npy").read_bytes())
+    (tmp_path / "t.npz").write_text("hello")
+    (tmp_path / "d.npz").mkdir()
+    for name, msg in (("a.npz", "single .npy array"), ("t.npz", "is not an .npz archive"),
+                      ("d.npz", "is a folder")):
+        assert main(["fit", str(tmp_path / name), "-o", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and "allow_pickle" not in err, err
+
+
+def test_groups_from_npz_file_and_docstart(work, tmp_path, conll, capsys):
+    arrays = dict(np.load(work / "recal.npz"))
+    n = arrays["lengths"].shape[0]
+    np.savez(tmp_path / "g.npz", **arrays, groups=np.arange(n) // 25)  # 10 groups
+    assert main(["fit", str(tmp_path / "g.npz"), "-o", str(tmp_path / "r"), "--forecaster",
+                 "knn", "--features", "phi_mp1,phi_mg2", "-q"]) == 0
+    rec = io.load(tmp_path / "r")
+    assert {s["n_groups"] for s in rec.selection_.values()} == {10}
+    (tmp_path / "groups.txt").write_text("\n".join(str(i % 7) for i in range(n)) + "\n")
+    assert main(["fit", str(work / "recal.npz"), "-o", str(tmp_path / "r2"), "--groups",
+                 str(tmp_path / "groups.txt"), "--forecaster", "knn", "--features",
+                 "phi_mp1,phi_mg2", "-q"]) == 0
+    assert {s["n_groups"] for s in io.load(tmp_path / "r2").selection_.values()} == {7}
+    assert main(["fit", str(tmp_path / "g.npz"), "-o", str(tmp_path / "r3"), "--groups",
+                 str(tmp_path / "groups.txt")]) == 2
+    assert "give it or --groups, not both" in capsys.readouterr().err
+    # CoNLL: -DOCSTART- lines make documents (here 4 of 100 sentences each)
+    text = (conll / "recal.conll").read_text().split("\n\n")
+    body = [blk for blk in text if blk.strip() and not blk.startswith("-DOCSTART-")]
+    docs = ["-DOCSTART- O\n\n" + "\n\n".join(body[i:i + 100]) for i in range(0, 400, 100)]
+    (tmp_path / "docs.conll").write_text("\n\n".join(docs) + "\n")
+    model = str(conll / "ner.crfsuite")
+    assert main(["fit", str(tmp_path / "docs.conll"), "--crfsuite", model, "-o",
+                 str(tmp_path / "rc"), "--kinds", "entity,marginal", "-q"]) == 0
+    assert {s["n_groups"] for s in io.load(tmp_path / "rc").selection_.values()} == {4}
+
+
+def test_members_column_for_entities_and_objects(work, conll, tmp_path):
+    model = str(conll / "ner.crfsuite")
+    assert main(["fit", str(conll / "recal.conll"), "--crfsuite", model, "-o",
+                 str(tmp_path / "re"), "--kinds", "entity,map", "-q"]) == 0
+    assert main(["apply", str(tmp_path / "re"), str(conll / "new.conll"), "--crfsuite", model,
+                 "-o", str(tmp_path / "e.csv"), "-q"]) == 0
+    with open(tmp_path / "e.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    ents = [r for r in rows if r["kind"] == "entity"]
+    assert ents and all(r["members"] for r in ents)
+    for r in ents:  # the members are the entity's tokens start..end-1
+        assert [int(x) for x in r["members"].split()] == list(range(int(r["start"]),
+                                                                    int(r["end"])))
+    assert all(r["members"] == "" for r in rows if r["kind"] == "map")
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    assert main(["apply", str(tmp_path / "re"), str(conll / "new.conll"), "--crfsuite", model,
+                 "-o", str(tmp_path / "e.parquet"), "-q"]) == 0
+    t = pq.read_table(tmp_path / "e.parquet")
+    members = t.column("members").to_pylist()
+    assert [m for m in members if m is not None] == [
+        [int(x) for x in r["members"].split()] for r in rows if r["members"]]
+    # graphs: object events carry their pixels
+    _graphs(tmp_path / "g.npz", 80, 3)
+    assert main(["fit", str(tmp_path / "g.npz"), "-o", str(tmp_path / "rg"), "--kinds",
+                 "map,object,all_objects_found", "-q"]) == 0
+    assert main(["apply", str(tmp_path / "rg"), str(tmp_path / "g.npz"), "-o",
+                 str(tmp_path / "g.csv"), "-q"]) == 0
+    with open(tmp_path / "g.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    objs = [r for r in rows if r["kind"] == "object"]
+    assert objs and all(r["members"] for r in objs)
+    assert all(r["members"] == "" for r in rows if r["kind"] != "object")
+
+
+def test_token_features_see_the_other_columns(conll, tmp_path):
+    # a CoNLL file with a part-of-speech column: a two-argument feature function gets it
+    lines = []
+    for blk in (conll / "new.conll").read_text().split("\n\n"):
+        toks = [t for t in blk.splitlines() if t and not t.startswith("-DOCSTART-")]
+        if toks:
+            lines += [f"{t}\t{'NN' if t[:1].isupper() else 'X'}" for t in toks] + [""]
+    (tmp_path / "pos.conll").write_text("\n".join(lines))
+    (tmp_path / "feats.py").write_text(
+        "from structcal.datasets import token_features\n"
+        "seen = []\n"
+        "def with_pos(sentences, rows):\n"
+        "    seen.append(rows[0][0])\n"
+        "    X = token_features(sentences)\n"
+        "    return [[dict(f, pos=r[1]) for f, r in zip(x, rs)] for x, rs in zip(X, rows)]\n")
+    model = str(conll / "ner.crfsuite")
+    from structcal.cli._files import load_conll_batch
+
+    b = load_conll_batch(tmp_path / "pos.conll", model, need_labels=False,
+                         token_features=f"{tmp_path / 'feats.py'}:with_pos", conll_tags="none")
+    assert b.labels is None and b.n_items > 10
+    import sys as _sys
+
+    mod = _sys.modules["_structcal_token_features_feats"]
+    assert len(mod.seen[0]) == 2  # (token, pos)

@@ -67,7 +67,8 @@ def main(argv=None) -> int:
         print(f"structcal {args.command}: warning: {text}", file=sys.stderr)
 
     with warnings.catch_warnings():
-        warnings.simplefilter("default")  # a command prints warnings, it does not raise them
+        # a command prints the library's warnings (all UserWarnings), it does not raise them
+        warnings.filterwarnings("default", category=UserWarning)
         warnings.showwarning = show
         try:
             return args.run(args)

@@ -220,6 +220,17 @@ def load_batch(path, *, need_labels: bool, graph_options=None, groups=None) -> B
                 raise InputError(f"{path}: `edges` must have shape (n_edges, 2); got {edges.shape}")
             if edges.size and (edges.min() < 0 or edges.max() >= n_tokens):
                 raise InputError(f"{path}: `edges` must hold node indices in 0..{n_tokens - 1}")
+            if edges.size:
+                pairs = np.sort(edges, axis=1)
+                _, first, counts = np.unique(pairs, axis=0, return_index=True, return_counts=True)
+                if (counts > 1).any():
+                    dup = pairs[first[counts > 1][0]]
+                    rows = np.flatnonzero((pairs == dup).all(axis=1))[:2]
+                    raise InputError(
+                        f"{path}: `edges` lists an edge twice (in either orientation): rows "
+                        f"{int(rows[0])} and {int(rows[1])} join nodes {int(dup[0])} and "
+                        f"{int(dup[1])}"
+                    )
             graph = np.searchsorted(offsets, edges[:, 0], side="right") - 1 if edges.size else edges[:, 0]
             if edges.size and (np.diff(graph) < 0).any():
                 raise InputError(f"{path}: `edges` must be grouped by graph (graph 0's edges first)")

@@ -19,6 +19,10 @@ event kinds (--kinds, comma-separated):
   span:S:L1-L2-...     positions S, S+1, ... have labels L1, L2, ... (one per item
                          long enough)
   in_lexicon           the labeling is in the --lexicon (one per item)
+  object               a predicted object (connected component of a non-0 label)
+                         matches a gold object of its class at IoU >= 0.5 (graphs)
+  all_objects_found    every gold object of the item is matched (graphs)
+  object_count         the number of predicted objects is right (graphs)
   with tag names (CRFsuite + CoNLL input; --scheme BIO, IOB1, BIOES or BILOU):
   entity               a predicted entity (chunk) is exactly right (one per chunk)
   contains_entity[:T]  the sentence contains an entity (of type T)
@@ -65,6 +69,11 @@ def parse_kinds(text: str, tag_names=None, scheme: str = "BIO", lexicon=None) ->
             from ..events import InLexicon
 
             kinds.append(InLexicon(lexicon))
+        elif name in ("object", "all_objects_found", "object_count") and not args:
+            from ..events import AllObjectsFound, ObjectCountCorrect, ObjectEvents
+
+            kinds.append({"object": ObjectEvents, "all_objects_found": AllObjectsFound,
+                          "object_count": ObjectCountCorrect}[name]())
         elif name == "map" and not args:
             kinds.append(MAPEvent())
         elif name == "marginal" and not args:
@@ -101,31 +110,33 @@ def parse_features(text: str):
     return names
 
 
-def resolve_features(spec, kinds, *, has_unstructured_scores: bool, has_lexicon: bool = False):
+def resolve_features(spec, kinds, pred, lexicon=None):
     """Per-kind feature names for ``'table1'``/``'all'``, leaving out what the input lacks.
 
-    ``phi_mp2`` is left out without a lexicon, ``phi_no1``/``phi_no2`` without
-    ``unstructured_scores`` in the input. Returns ``(features, left_out)``; an explicit
-    list is returned as it is (the library names a missing requirement).
+    The library's rule (:func:`~structcal.events.build_events`): a named set keeps the
+    features whose declared requirements the input meets (``phi_mp2`` needs a lexicon,
+    ``phi_no1``/``phi_no2`` ``unstructured_scores``, object shape features node
+    coordinates). Returns ``(features, left_out)``; an explicit list is returned as it is
+    (the library names a missing requirement).
     """
-    from ..features import FEATURE_GROUPS, get_feature
+    from ..features import FEATURE_GROUPS, resolve
 
     if not isinstance(spec, str):
         return spec, []
-    available = {"lexicon": has_lexicon, "unstructured_scores": has_unstructured_scores}
     out, left_out = {}, set()
     for kind in kinds:
-        names = []
-        for name in FEATURE_GROUPS[kind.scope]["all"]:
-            if all(available.get(r, True) for r in get_feature(name).requires):
-                names.append(name)
-            else:
-                left_out.add(name)
+        names = list(FEATURE_GROUPS[kind.scope]["all"])
         if spec == "all" or not kind.contains_map:
             names.append("map_in_event")
         if spec == "all" and kind.has_probability:
             names.append("raw")
-        out[kind.name] = names
+        kept = []
+        for name in names:
+            if resolve(name, kind.scope).missing(pred, kind, lexicon):
+                left_out.add(name)
+            else:
+                kept.append(name)
+        out[kind.name] = kept
     return out, sorted(left_out)
 
 

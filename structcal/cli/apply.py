@@ -68,6 +68,7 @@ def add_parser(sub) -> None:
 def event_columns(out, kinds=(), tag_names=None) -> dict:
     """The output columns (see ``COLUMNS``) of ``CalibratedEvents`` of ``kinds``."""
     from ..events import SpanEquals
+    from ..events.nodesets import NODE_SET_SCOPES
 
     t = out.table
     lengths = t.item_lengths[t.item]
@@ -121,7 +122,7 @@ def event_columns(out, kinds=(), tag_names=None) -> dict:
     }
     if t.outcome is not None:
         cols["outcome"] = t.outcome.astype(np.int64)
-    if "set" in t.kind_scopes:  # node-set events: their nodes, local to the item
+    if NODE_SET_SCOPES & set(t.kind_scopes):  # node-set events: their nodes, local to the item
         item_first = np.concatenate([[0], np.cumsum(t.item_lengths)])
         members = np.empty(t.n_events, dtype=object)
         for r in range(t.n_events):

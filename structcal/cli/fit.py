@@ -85,13 +85,11 @@ def run(args) -> int:
         "knn": KNNRegionForecaster(random_state=args.random_state),
         "tree": TreeRegionForecaster(random_state=args.random_state),
     }[args.forecaster]
-    features, left_out = resolve_features(
-        features, kinds, has_unstructured_scores=batch.prediction.unstructured_scores is not None,
-        has_lexicon=lexicon is not None,
-    )
+    features, left_out = resolve_features(features, kinds, batch.prediction, lexicon)
     if left_out:
-        say(args, f"note: features {left_out} left out (phi_mp2 needs --lexicon; "
-                  "phi_no1/phi_no2 need `unstructured_scores` in the input)")
+        say(args, f"note: features {left_out} left out: the input lacks what they need "
+                  "(phi_mp2: --lexicon; phi_no1/phi_no2: `unstructured_scores`; object shape "
+                  "features: node coordinates)")
     rec = StructuredRecalibrator(
         kinds, features=features, forecaster=forecaster, pooled=args.pooled, lexicon=lexicon,
         label_names=None if args.alphabet is None else list(args.alphabet),

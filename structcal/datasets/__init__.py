@@ -2,6 +2,7 @@
 
 from .bbbc039 import BBBC039_SPLITS, BBBC039Nuclei, load_bbbc039
 from .graphs import GraphDataset, grid_edges, make_superpixel_scenes
+from .gum import GUM_COLUMNS, GUM_GENRES, load_gum
 from .ocr import OCR_ALPHABET, OCR_SPLITS, OCRWords, load_ocr
 from .scene import SCENE_LABELS, SceneMultilabel, load_scene
 from .snakes import SNAKES_COLOURS, SnakesGrids, load_snakes
@@ -10,6 +11,8 @@ from .wnut17 import WNUT17_SPLITS, NERSentences, load_wnut17, token_features, wn
 __all__ = [
     "BBBC039_SPLITS",
     "BBBC039Nuclei",
+    "GUM_COLUMNS",
+    "GUM_GENRES",
     "GraphDataset",
     "NERSentences",
     "OCR_ALPHABET",
@@ -22,6 +25,7 @@ __all__ = [
     "SnakesGrids",
     "grid_edges",
     "load_bbbc039",
+    "load_gum",
     "load_ocr",
     "load_scene",
     "load_snakes",

@@ -37,6 +37,12 @@ class NERSentences:
         The BIO tag set (``'O'`` first, then ``B-``/``I-`` per entity type).
     entity_types : tuple of str
         The entity types, sorted.
+    document : ndarray of shape (n_sentences,), int64, or None
+        The document of each sentence, an index into ``document_ids`` (None for corpora
+        without documents, such as WNUT-17).
+    document_ids : tuple of str or None
+    document_genre : tuple of str or None
+        The genre of each document.
     """
 
     tokens: list
@@ -46,6 +52,23 @@ class NERSentences:
     sentence_index: np.ndarray
     tag_names: tuple
     entity_types: tuple
+    document: np.ndarray | None = None
+    document_ids: tuple | None = None
+    document_genre: tuple | None = None
+
+    @property
+    def groups(self) -> np.ndarray:
+        """The group of each sentence for validation: its document, or (without documents)
+        the sentence itself. Pass it as ``groups=`` to
+        :meth:`~structcal.StructuredRecalibrator.fit` and the guarantees."""
+        return self.document if self.document is not None else self.sentence_index
+
+    @property
+    def genre(self) -> np.ndarray:
+        """The genre of each sentence (its document's), as an array of str."""
+        if self.document is None or self.document_genre is None:
+            raise ParameterError("this corpus has no genres")
+        return np.asarray(self.document_genre, dtype=object)[self.document]
 
     @property
     def n_sentences(self) -> int:
@@ -100,6 +123,9 @@ class NERSentences:
             sentence_index=self.sentence_index[sentences],
             tag_names=self.tag_names,
             entity_types=self.entity_types,
+            document=None if self.document is None else self.document[sentences],
+            document_ids=self.document_ids,
+            document_genre=self.document_genre,
         )
 
     def split_named(self, name: str) -> "NERSentences":
@@ -110,7 +136,10 @@ class NERSentences:
     def __repr__(self) -> str:
         counts = np.bincount(self.split, minlength=len(WNUT17_SPLITS))
         parts = ", ".join(f"{n}: {c}" for n, c in zip(WNUT17_SPLITS, counts) if c)
-        return f"NERSentences(n_sentences={self.n_sentences} ({parts}), n_tokens={self.n_tokens})"
+        docs = "" if self.document is None else \
+            f", n_documents={np.unique(self.document).shape[0]}"
+        return (f"NERSentences(n_sentences={self.n_sentences} ({parts}), "
+                f"n_tokens={self.n_tokens}{docs})")
 
 
 def load_wnut17(split: str | None = None) -> NERSentences:

@@ -288,7 +288,10 @@ class SpanEquals(EventKind):
 
     def __init__(self, start: int, labels, *, on_short: str = "error", name: str | None = None):
         self.start = check_int(start, "start")
-        self.labels = as_int_array(np.asarray(labels), "labels", ndim=1, low=0, allow_empty=False)
+        if hasattr(labels, "__len__") and len(labels) == 0:
+            raise ParameterError("`labels` must name at least one label (the span's labels, "
+                                 "position by position); got an empty sequence")
+        self.labels = as_int_array(labels, "labels", ndim=1, low=0, allow_empty=False)
         self.on_short = check_option(on_short, "on_short", ("error", "skip"))
         self.name = name or f"span[{self.start}]={'-'.join(map(str, self.labels.tolist()))}"
 

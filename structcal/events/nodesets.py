@@ -33,6 +33,7 @@ from ..potentials import ChainPotentials
 from .kinds import EventKind
 
 __all__ = [
+    "NODE_SET_SCOPES",
     "NodeSetKind",
     "NodeSetConstraints",
     "constraints_probability",
@@ -41,6 +42,9 @@ __all__ = [
     "segment_reduce",
     "member_values",
 ]
+
+#: Scopes of node-set event kinds (events that carry ``members``).
+NODE_SET_SCOPES = frozenset({"set", "span", "object"})
 
 
 @dataclass(frozen=True)

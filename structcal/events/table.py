@@ -420,7 +420,7 @@ def build_events(
     if label_set is not None:
         label_set = as_int_array(np.asarray(label_set), "label_set", ndim=1, low=0, high=pred.n_states)
     if label_names is not None:
-        if isinstance(label_names, (str, bytes)) or not hasattr(label_names, "__len__") or not all(
+        if isinstance(label_names, bytes) or not hasattr(label_names, "__len__") or not all(
                 isinstance(n, (str, np.str_)) for n in label_names):
             raise ParameterTypeError(
                 f"`label_names` must be a sequence of str (one per label); got "
