@@ -102,6 +102,12 @@ class EntitySpans(NodeSetKind):
         Gold sequences that are not valid in the scheme (e.g. IOB1 data read as BIO) are
         refused (``'raise'``, see :meth:`~structcal.adapters.TagScheme.check_gold`), or
         read by conlleval's rules (``'conlleval'``).
+    candidates : int, default=1
+        The events are the chunks of the ``candidates`` highest-scoring labelings of each
+        sentence (each distinct chunk once): 1 gives the MAP's entities; more give a
+        candidate set that can also hold the entities the MAP misses (for
+        :class:`~structcal.guarantees.MissControl`). Every event's probability is still
+        the exact probability of its chunk, and ``map_in_event`` says which are the MAP's.
 
     Notes
     -----
@@ -128,39 +134,90 @@ class EntitySpans(NodeSetKind):
     scope = "span"
 
     def __init__(self, tag_names, scheme: str = "BIO", *, name: str = "entity",
-                 invalid_gold: str = "raise"):
+                 invalid_gold: str = "raise", candidates: int = 1):
+        from .._validation import check_int
+
         self.tag_scheme = _scheme(tag_names, scheme)
         self.invalid_gold = _invalid_gold(invalid_gold)
         self.class_names = self.tag_scheme.types
         self.name = str(name)
+        self.candidates = check_int(candidates, "candidates", low=1)
 
     def _check_parameters(self):
+        from .._validation import check_int
+
         _check_entity_kind(self)
         if self.class_names != self.tag_scheme.types:
             raise ValueError("EntitySpans.class_names must be the tag scheme's types")
+        check_int(getattr(self, "candidates", 1), "candidates", low=1)
 
     def __repr__(self):
+        extra = "" if getattr(self, "candidates", 1) == 1 else f", candidates={self.candidates}"
         return (
-            f"EntitySpans({list(self.tag_scheme.tag_names)!r}, scheme={self.tag_scheme.scheme!r})"
+            f"EntitySpans({list(self.tag_scheme.tag_names)!r}, "
+            f"scheme={self.tag_scheme.scheme!r}{extra})"
         )
 
-    contains_map = True
+    @property
+    def contains_map(self):
+        """Whether every event is a chunk of the MAP labeling (``candidates == 1``)."""
+        return getattr(self, "candidates", 1) == 1
+
+    def _candidate_chunks(self, pred):
+        """Chunks of the ``candidates`` best labelings, each distinct one once (sorted), and
+        the tags of the labeling each is first found in."""
+        k = getattr(self, "candidates", 1)
+        if k == 1:
+            c = self.tag_scheme.chunks(pred.map_labels, pred.item_offsets)
+            return c, pred.map_labels, np.ones(len(c), dtype=bool)
+        from ..inference.chain import kbest
+
+        kb = pred._get(("_kbest", k), lambda: kbest(pred.potentials, k))
+        from ..adapters.tagging import Chunks
+
+        items, starts, ends, types, ranks = [], [], [], [], []
+        for r in range(k):
+            lab = kb.labels[r]
+            ok = kb.n_found > r
+            tokens_ok = np.repeat(ok, pred.lengths)
+            lab = np.where(tokens_ok, lab, self.tag_scheme.outside)
+            c = self.tag_scheme.chunks(lab, pred.item_offsets)
+            keep = ok[c.item]
+            items.append(c.item[keep])
+            starts.append(c.start[keep])
+            ends.append(c.end[keep])
+            types.append(c.type[keep])
+            ranks.append(np.full(int(keep.sum()), r))
+        item, start, end, typ, rank = (np.concatenate(a) for a in (items, starts, ends, types, ranks))
+        key = np.stack([item, start, end, typ], axis=1)
+        order = np.lexsort((rank, typ, end, start, item))
+        key, rank = key[order], rank[order]
+        first = np.ones(key.shape[0], dtype=bool)
+        first[1:] = (key[1:] != key[:-1]).any(axis=1)
+        key, rank = key[first], rank[first]
+        chunks = Chunks(key[:, 0], key[:, 1], key[:, 2], key[:, 3])
+        # member tags: those of the labeling of the chunk's best rank
+        tags = kb.labels[rank[np.repeat(np.arange(len(chunks)), chunks.end - chunks.start)],
+                         np.concatenate([np.arange(s, e) for s, e in zip(chunks.start, chunks.end)])
+                         if len(chunks) else np.zeros(0, np.int64)]
+        return chunks, tags, rank == 0
 
     def instances(self, pred):
         """Return the events of this kind for every sentence of ``pred``."""
         _check_states(self, pred)
-        c = self.tag_scheme.chunks(pred.map_labels, pred.item_offsets)
+        c, tags, _ = self._candidate_chunks(pred)
         sizes = c.end - c.start
         offsets = np.zeros(len(c) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         members = np.repeat(c.start - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
+        member_tags = pred.map_labels[members] if self.contains_map else np.asarray(tags)
         return EventInstances(
             c.item,
             np.full(len(c), -1, dtype=np.int64),
             c.type,
             members,
             offsets,
-            pred.map_labels[members],
+            member_tags,
         )
 
     # ------------------------------------------------------------------ constraints
@@ -284,8 +341,16 @@ class EntitySpans(NodeSetKind):
         return self.constraints(pred, events).satisfied(_gold(self, pred, y_true))
 
     def map_in_event(self, pred, events):
-        """Return all true: the events are the MAP labeling's chunks."""
-        return np.ones(len(events), dtype=bool)
+        """Whether each event's chunk is one of the MAP labeling's chunks."""
+        if self.contains_map:
+            return np.ones(len(events), dtype=bool)
+        m = self.tag_scheme.chunks(pred.map_labels, pred.item_offsets)
+        map_keys = set(zip(m.item.tolist(), m.start.tolist(), m.end.tolist(), m.type.tolist()))
+        first = events.members[events.member_offsets[:-1]] if len(events) else np.zeros(0, np.int64)
+        last = events.members[events.member_offsets[1:] - 1] + 1 if len(events) else first
+        return np.array([(i, s, e, t) in map_keys for i, s, e, t in zip(
+            events.item.tolist(), first.tolist(), last.tolist(), events.label.tolist())],
+            dtype=bool)
 
     def boundary_probabilities(self, pred, events) -> np.ndarray:
         """Exact probabilities that a chunk of the event's type starts at ``s`` / ends at ``e``.
