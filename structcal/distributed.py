@@ -3,7 +3,10 @@
 Needs the ``dask`` extra (``pip install "structcal[dask]"``: dask[distributed], pyarrow),
 imported on first use. The single-process API (:class:`~structcal.StructuredPrediction`
 + :class:`~structcal.StructuredRecalibrator`) is the reference: every event of an item
-gets exactly the probability the single-process path gives that item.
+gets exactly the probability the single-process path gives that item, with one
+exception: the recalibrator's shift check judges a batch, and here a partition is a batch
+(with ``shift_policy='fallback'`` a flagged partition uses the raw probability; the
+single process judges its whole batch).
 
 **Dataset layout.** A dataset is a directory of Parquet files ``part-*.parquet``, each
 one partition holding whole items (chains or graphs). Every file's schema metadata says
@@ -40,6 +43,9 @@ column                  type               meaning
                                            first) from position ``t - 1`` to this token;
                                            empty (or null) at position 0
 ``label``               int64 (optional)   true label, needed to fit a recalibrator
+``group``               int64 or string    optional: the item's group (its document), the
+                                           same on every row of an item: validation and
+                                           the shift test never split a group
 ``node_data.<name>``    list<numeric>      optional per-token data (``node_data`` of
                                            :class:`~structcal.StructuredPrediction`)
 ======================  =================  =================================================
@@ -64,6 +70,7 @@ column                  type               meaning
                                            ``[label of u, label of v]``
 ``potts``               list<double>       ``"potts"`` only: one Potts weight per edge
 ``label``               list<int64>        optional: the true label of every node
+``group``               int64 or string    optional: the graph's group (slide, patient)
 ``node_data.<name>``    list<numeric>      optional: per-node data, node by node
 ======================  =================  =================================================
 
@@ -96,6 +103,8 @@ partition, with one row per event:
 ``forecast``, ``raw``, ``outcome``
     The calibrated probability, the model's own probability (NaN where it has none) and,
     when the input has labels, whether the event holds.
+``accepted``
+    Only with a ``guarantee``: whether the event is accepted at the certified precision.
 
 It is written to a temporary sibling directory, with a ``_SUCCESS`` file (JSON: counts,
 structcal version, SHA-256 of the recalibrator's saved form), and renamed into place only
@@ -333,12 +342,15 @@ class Partition:
         True labels of every node laid end to end, when the file has a ``label`` column.
     node_data : dict of str to ndarray
         The ``node_data.*`` columns, one row per node.
+    groups : ndarray of shape (n_items,) or None
+        The group of each item (document, image), when the file has a ``group`` column.
     """
 
     potentials: object
     item_ids: np.ndarray
     labels: np.ndarray | None
     node_data: dict
+    groups: np.ndarray | None = None
 
     def prediction(self, **inference_options):
         """Return a :class:`~structcal.StructuredPrediction` of these items and their node data."""
@@ -420,7 +432,8 @@ def _decode_chain(table, meta, where):
         pot = ChainPotentials(values.reshape(n, K), offsets, pairwise)
     except ParameterError as exc:
         raise ParameterError(f"{where}: {exc}") from None
-    return Partition(pot, ids.astype(np.int64), labels, node_data)
+    groups = _group_column(table, starts, offsets, item, where)
+    return Partition(pot, ids.astype(np.int64), labels, node_data, groups)
 
 
 def _decode_graph(table, meta, where):
@@ -494,7 +507,9 @@ def _decode_graph(table, meta, where):
         )
     except ParameterError as exc:
         raise ParameterError(f"{where}: {exc}") from None
-    return Partition(pot, ids, labels, node_data)
+    groups = _group_column(table, np.arange(ids.shape[0]), np.arange(ids.shape[0] + 1), ids,
+                           where)
+    return Partition(pot, ids, labels, node_data, groups)
 
 
 _DECODERS = {"chain": _decode_chain, "graph": _decode_graph}
@@ -542,6 +557,26 @@ def read_partition(file, *, items=None) -> Partition:
         or labels out of range.
     """
     return _read(file, items=items)[0]
+
+
+def _group_column(table, starts, offsets, item, where):
+    """The optional ``group`` column: one value per item (constant over a chain's rows)."""
+    if "group" not in table.column_names:
+        return None
+    col = table.column("group").to_numpy(zero_copy_only=False)
+    if col.dtype == object:
+        if any(v is None for v in col.tolist()):
+            raise ParameterError(f"{where}: the `group` column has nulls")
+        col = col.astype(str)
+    elif col.dtype.kind not in "iu" and col.dtype.kind != "U":
+        raise ParameterError(f"{where}: the `group` column must hold integers or strings; "
+                             f"got {col.dtype}")
+    per_item = col[starts]
+    if col.shape[0] and not (np.repeat(per_item, np.diff(offsets)) == col).all():
+        bad = int(np.flatnonzero(np.repeat(per_item, np.diff(offsets)) != col)[0])
+        raise ParameterError(f"{where}: item {int(item[bad])} has several values in the "
+                             "`group` column (one group per item)")
+    return per_item
 
 
 def _read(file, *, items=None):
@@ -666,8 +701,19 @@ def _node_columns(data, rows, counts):
     return out
 
 
+def _groups_iv(groups, n):
+    if groups is None:
+        return None
+    g = np.asarray(groups)
+    if g.shape != (n,) or g.dtype.kind not in "iuU":
+        raise ParameterError(f"`groups` must hold one integer or string id per item, shape "
+                             f"({n},); got shape {g.shape} and dtype {g.dtype}")
+    return g.astype(np.int64) if g.dtype.kind in "iu" else g
+
+
 def write_chain_dataset(
-    path, potentials, *, items_per_partition, labels=None, item_ids=None, node_data=None
+    path, potentials, *, items_per_partition, labels=None, item_ids=None, node_data=None,
+    groups=None,
 ):
     """Write a batch of chains as a partitioned Parquet dataset (layout: module docstring).
 
@@ -687,6 +733,8 @@ def write_chain_dataset(
         Id of each chain (default ``0..n_chains-1``).
     node_data : dict of str to array-like of shape (n_tokens, ...), optional
         Per-token data for features (``StructuredPrediction(node_data=...)``).
+    groups : array-like of shape (n_chains,), optional
+        Group of each chain (its document): the ``group`` column.
 
     Returns
     -------
@@ -716,6 +764,7 @@ def write_chain_dataset(
         node_data,
         items_per_partition,
     )
+    grp = _groups_iv(groups, potentials.n_chains)
     shared = potentials.shared_pairwise
     meta = _Meta(
         str(FORMAT_VERSION),
@@ -740,6 +789,8 @@ def write_chain_dataset(
             cols["pairwise"] = _list_array(pw.ravel(), np.where(position > 0, K * K, 0))
         if flat is not None:
             cols["label"] = pa.array(flat[s:e])
+        if grp is not None:
+            cols["group"] = pa.array(np.repeat(grp[first:last], lengths[first:last]))
         cols.update(_node_columns(data, np.arange(s, e), np.ones(e - s, np.int64)))
         return cols
 
@@ -747,7 +798,8 @@ def write_chain_dataset(
 
 
 def write_graph_dataset(
-    path, potentials, *, items_per_partition, labels=None, item_ids=None, node_data=None
+    path, potentials, *, items_per_partition, labels=None, item_ids=None, node_data=None,
+    groups=None,
 ):
     """Write a batch of graphs as a partitioned Parquet dataset, one row per graph.
 
@@ -768,6 +820,8 @@ def write_graph_dataset(
     node_data : dict of str to array-like of shape (n_nodes, ...), optional
         Per-node data for features, e.g. ``"coords"`` and ``"intensity"`` for the shape
         and contrast features of object events.
+    groups : array-like of shape (n_graphs,), optional
+        Group of each graph (e.g. the slide or patient): the ``group`` column.
 
     Returns
     -------
@@ -807,6 +861,7 @@ def write_graph_dataset(
         node_data,
         items_per_partition,
     )
+    grp = _groups_iv(groups, potentials.n_graphs)
     form = {"shared": "shared", "potts": "potts"}.get(potentials.pairwise_kind)
     if form is None:
         form = "per_edge" if potentials.edge_type is None else "typed"
@@ -839,6 +894,8 @@ def write_graph_dataset(
             cols["potts"] = _list_array(potentials.potts[es:ee], m[first:last])
         if flat is not None:
             cols["label"] = _list_array(flat[s:e], sizes[first:last])
+        if grp is not None:
+            cols["group"] = pa.array(grp[first:last])
         cols.update(_node_columns(data, np.arange(s, e), sizes[first:last]))
         return cols
 
@@ -903,13 +960,14 @@ def _single_thread():
     numba.set_num_threads(1)  # per calling thread
 
 
-def _predict_partition(payload, file, out_dir, version, inference_options):
+def _predict_partition(payload, file, out_dir, version, inference_options, guarantee=None):
     """Worker task: calibrated events of one partition, written to ``out_dir``."""
     pa, _, pq = _pyarrow()
     recalibrator = _unpack(payload, version)
     _single_thread()
     part, meta = _read(file)
-    out = recalibrator.predict(part.prediction(**inference_options), part.labels)
+    out = recalibrator.predict(part.prediction(**inference_options), part.labels,
+                               groups=part.groups)
     t = out.table
     kind = pa.DictionaryArray.from_arrays(
         pa.array(np.asarray(t.kind, dtype=np.int32)), pa.array([str(k) for k in t.kind_names])
@@ -931,6 +989,11 @@ def _predict_partition(payload, file, out_dir, version, inference_options):
     cols["raw"] = pa.array(t.raw if t.raw is not None else np.full(t.n_events, np.nan))
     if t.outcome is not None:
         cols["outcome"] = pa.array(t.outcome)
+    if guarantee is not None:
+        from . import io
+        from .guarantees import accept_events
+
+        cols["accepted"] = pa.array(accept_events(io.loads(guarantee), out))
     pq.write_table(pa.table(cols), Path(out_dir) / Path(file).name)
     return part.item_ids, t.n_events, meta.key()
 
@@ -951,7 +1014,8 @@ def _identity(x):
     return x
 
 
-def apply_recalibrator(recalibrator, source, destination, *, client=None, **inference_options):
+def apply_recalibrator(recalibrator, source, destination, *, client=None, guarantee=None,
+                       **inference_options):
     """Calibrate the events of every item of a chain or graph dataset on a Dask cluster.
 
     Parameters
@@ -966,6 +1030,10 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, **infe
         Output directory; must not exist. Written only when every partition succeeded.
     client : distributed.Client, optional
         Default: the current client (``distributed.get_client()``).
+    guarantee : PrecisionGuarantee, optional
+        A fitted :class:`~structcal.guarantees.PrecisionGuarantee` (e.g. from
+        :func:`~structcal.guarantees.certify_precision`): the output gets an ``accepted``
+        column, the events it accepts.
     **inference_options
         Passed to :class:`~structcal.StructuredPrediction` on the workers: for graphs
         ``marginal_method``, ``map_method``, ``tol``, ``max_iter``, ``damping``, ``warn``
@@ -986,6 +1054,13 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, **infe
     recalibrator = _recalibrator_iv(recalibrator)
     files = _partitions(source)
     payload = _pack(recalibrator)
+    if guarantee is not None:
+        from . import io
+        from .guarantees import PrecisionGuarantee
+
+        if not isinstance(guarantee, PrecisionGuarantee) or not hasattr(guarantee, "thresholds_"):
+            raise ParameterTypeError("`guarantee` must be a fitted PrecisionGuarantee")
+        guarantee = io.dumps(guarantee)
     client = _client(client)
     with _staging(destination) as tmp:
         # the payload travels inside a task the scheduler keeps, so a worker lost mid-run
@@ -993,7 +1068,8 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, **infe
         rec = client.submit(_identity, payload, pure=False)
         futures = [
             client.submit(
-                _predict_partition, rec, str(f), str(tmp), _version(), inference_options, pure=False
+                _predict_partition, rec, str(f), str(tmp), _version(), inference_options,
+                guarantee, pure=False
             )
             for f in files
         ]
@@ -1072,7 +1148,8 @@ def _fit_on_pieces(payload, version, pieces, files, inference_options):
     )
     table = table.sort_by(keys)  # one mechanism: the sample reads like one partition
     part = _DECODERS[meta.structure](table, meta, "sample")
-    fitted = clone(template).fit(part.prediction(**inference_options), part.labels)
+    fitted = clone(template).fit(part.prediction(**inference_options), part.labels,
+                                 groups=part.groups)
     return _pack(fitted)
 
 

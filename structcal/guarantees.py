@@ -52,6 +52,8 @@ from .exceptions import ParameterError, ParameterTypeError
 from .io import SaveLoadMixin
 
 __all__ = [
+    "PrecisionCertificate",
+    "accept_events",
     "GuaranteeWarning",
     "PrecisionGuarantee",
     "MissControl",
@@ -352,8 +354,10 @@ def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="ki
     classes = _event_classes(t, by)
     item_group = np.arange(int(t.item.max()) + 1 if t.n_events else 0) if groups is None \
         else np.unique(np.asarray(groups), return_inverse=True)[1]
-    return PrecisionGuarantee(target, delta).fit(calibrated.forecast, t.outcome,
-                                                 groups=item_group[t.item], classes=classes)
+    pg = PrecisionGuarantee(target, delta).fit(calibrated.forecast, t.outcome,
+                                               groups=item_group[t.item], classes=classes)
+    pg.by_ = by
+    return pg
 
 
 def _event_classes(table, by):
@@ -366,13 +370,16 @@ def _event_classes(table, by):
     raise ParameterError(f"`by` must be 'kind' or 'label'; got {by!r}")
 
 
-def accept_events(guarantee, calibrated, *, by="kind") -> np.ndarray:
-    """Which of the new events ``calibrated`` (CalibratedEvents) the guarantee accepts."""
+def accept_events(guarantee, calibrated, *, by=None) -> np.ndarray:
+    """Which of the new events ``calibrated`` (CalibratedEvents) the guarantee accepts.
+
+    ``by`` defaults to the grouping the guarantee was certified with
+    (:func:`certify_precision`), else ``'kind'``.
+    """
+    by = by or getattr(guarantee, "by_", "kind")
     return guarantee.accept(calibrated.forecast, _event_classes(calibrated.table, by))
 
 
-__all__.append("accept_events")
-__all__.append("PrecisionCertificate")
 
 
 class MissControl(SaveLoadMixin, ParamsMixin):

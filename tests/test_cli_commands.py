@@ -814,3 +814,26 @@ def test_token_features_see_the_other_columns(conll, tmp_path):
 
     mod = _sys.modules["_structcal_token_features_feats"]
     assert len(mod.seen[0]) == 2  # (token, pos)
+
+
+def test_apply_accept_precision_writes_accepted_and_prints_the_threshold(work, tmp_path, capsys):
+    _chains(tmp_path / "cal.npz", 400, 11)
+    assert main(["apply", str(work / "rec"), str(work / "new.npz"), "-o",
+                 str(tmp_path / "a.csv"), "--accept-precision", "0.9", "--delta", "0.1",
+                 "--calibration", str(tmp_path / "cal.npz"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "accept map:" in out and "accept marginal:" in out
+    with open(tmp_path / "a.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["accepted"] for r in rows} <= {"0", "1"}
+    # the accepted events are those at or above the printed threshold of their kind
+    import re
+
+    thr = {m.group(1): float(m.group(2)) for m in
+           re.finditer(r"accept (\w+): calibrated probability >= ([0-9.e-]+)", out)}
+    for r in rows:
+        if r["kind"] in thr:
+            assert (r["accepted"] == "1") == (float(r["calibrated"]) >= thr[r["kind"]])
+    assert main(["apply", str(work / "rec"), str(work / "new.npz"), "-o",
+                 str(tmp_path / "b.csv"), "--accept-precision", "0.9"]) == 2
+    assert "needs --calibration" in capsys.readouterr().err

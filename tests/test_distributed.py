@@ -1,6 +1,7 @@
 """Dask scale-out: results identical to the single-process path; bad input fails loudly."""
 
 import json
+import warnings
 import os
 import sys
 from pathlib import Path
@@ -13,7 +14,13 @@ distributed = pytest.importorskip("distributed")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from structcal import ChainPotentials, GraphPotentials, ParameterError, io  # noqa: E402
+from structcal import (  # noqa: E402
+    ChainPotentials,
+    GraphPotentials,
+    ParameterError,
+    ParameterTypeError,
+    io,
+)
 from structcal.distributed import (  # noqa: E402
     apply_recalibrator,
     fit_recalibrator,
@@ -492,3 +499,40 @@ def test_a_dying_worker_fails_the_run_without_output(client, tmp_path):
     finally:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     # (last test of the module: the cluster closes next, so no waiting for a new worker)
+
+
+def test_group_column_and_guarantee(client, tmp_path):
+    from structcal.guarantees import accept_events, certify_precision
+
+    pot, labels = _world(120, seed=3)
+    groups = np.arange(120) // 6  # 20 "documents"
+    write_chain_dataset(tmp_path / "data", pot, items_per_partition=30, labels=labels,
+                        groups=groups)
+    part = read_partition(sorted((tmp_path / "data").glob("part-*.parquet"))[0])
+    np.testing.assert_array_equal(part.groups, groups[:30])
+    rec = fit_recalibrator(_recalibrator(), tmp_path / "data", n_items=120, random_state=0,
+                           client=client)
+    ref = _recalibrator().fit(StructuredPrediction(pot), labels, groups=groups)
+    assert rec.selection_["map"]["n_groups"] == ref.selection_["map"]["n_groups"] == 20
+    cal_pot, cal_labels = _world(300, seed=9)
+    cal = ref.predict(StructuredPrediction(cal_pot), cal_labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a kind may not be certifiable: it accepts nothing
+        g = certify_precision(cal, 0.6, 0.2)
+    assert any(c.certified for c in g.certificates_.values())
+    apply_recalibrator(ref, tmp_path / "data", tmp_path / "out", client=client, guarantee=g)
+    got = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "out").glob("*.parquet"))])
+    want = ref.predict(StructuredPrediction(pot), labels)
+    # same order as the single process: the kinds' events item by item within a partition
+    assert got.column("accepted").to_numpy().sum() == accept_events(g, want).sum()
+    with pytest.raises(ParameterTypeError, match="fitted PrecisionGuarantee"):
+        apply_recalibrator(ref, tmp_path / "data", tmp_path / "o2", client=client, guarantee=3)
+    # a chain with two group values is refused, naming the item
+    f = sorted((tmp_path / "data").glob("part-*.parquet"))[0]
+    t = pq.read_table(f)
+    col = t.column("group").to_numpy().copy()
+    col[1] = 999
+    pq.write_table(t.set_column(t.column_names.index("group"), "group", pa.array(col))
+                   .replace_schema_metadata(t.schema.metadata), f)
+    with pytest.raises(ParameterError, match="several values in the `group` column"):
+        read_partition(f)

@@ -95,7 +95,7 @@ def calibrate(rec, batch, shift_check=True):
     if not shift_check:
         rec.set_params(shift_check=False)
     try:
-        return rec.predict(batch.prediction, y_true=batch.labels)
+        return rec.predict(batch.prediction, y_true=batch.labels, groups=batch.groups)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{batch.path}: cannot apply the recalibrator: {exc}") from None
 

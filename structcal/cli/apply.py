@@ -30,6 +30,8 @@ output columns, one row per event:
   raw         the model's own probability of the event (nan if it has none)
   calibrated  the recalibrated probability
   outcome     1 if the event holds (only when the input has `labels`)
+  accepted    1 if the event is accepted at the certified precision (only with
+              --accept-precision)
   members     the item-local positions (nodes) of a node-set event, an entity's
               tokens or an object's pixels, space-separated in CSV and a list in
               Parquet; empty for other events (only when the recalibrator has
@@ -58,6 +60,21 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="output file (.csv or .parquet)")
     p.add_argument("--format", choices=["csv", "parquet"], default=None,
                    help="output format (default: from the output file's suffix)")
+    p.add_argument("--accept-precision", type=float, default=None, metavar="TARGET",
+                   help="also decide which events to accept: an `accepted` column of the "
+                        "events whose calibrated probability reaches a threshold certified, "
+                        "on the --calibration data, to give precision >= TARGET on new data "
+                        "with probability 1 - DELTA (structcal.guarantees.PrecisionGuarantee; "
+                        "assumes the new data exchangeable with the calibration data)")
+    p.add_argument("--delta", type=float, default=0.1,
+                   help="with --accept-precision: the guarantee's failure probability "
+                        "(default 0.1)")
+    p.add_argument("--calibration", metavar="DATA", default=None,
+                   help="with --accept-precision: labelled data (same format as DATA, not "
+                        "used to fit the recalibrator) on which the threshold is certified")
+    p.add_argument("--accept-by", choices=["kind", "label"], default="kind",
+                   help="with --accept-precision: one threshold per event kind (default) or "
+                        "per kind and label (entity type, object class)")
     p.add_argument("--no-shift-check", action="store_true",
                    help="do not test whether the data look like the recalibration data "
                         "(the test warns when they do not: the calibrated probabilities may "
@@ -182,6 +199,36 @@ def write_parquet(cols, path) -> None:
     pq.write_table(table, path)
 
 
+def _accepted(args, rec, out):
+    """Certify the threshold on ``--calibration`` and return the accepted events (0/1)."""
+    import argparse
+
+    from ..exceptions import StructcalError
+    from ..guarantees import accept_events, certify_precision
+    from ._model import calibrate, load_batch_for
+
+    groups = args.groups if (args.groups or "").startswith("column:") else None  # a file
+    cal_args = argparse.Namespace(**{**vars(args), "data": args.calibration, "groups": groups})
+    cal_batch = load_batch_for(rec, cal_args, need_labels=True)
+    say(args, f"certifying precision {args.accept_precision:g} (delta {args.delta:g}) on "
+              f"{cal_batch.n_items} {cal_batch.structure}s of {args.calibration} ...")
+    cal = calibrate(rec, cal_batch, shift_check=False)
+    try:
+        g = certify_precision(cal, args.accept_precision, args.delta, groups=cal_batch.groups,
+                              by=args.accept_by)
+    except StructcalError as exc:
+        raise InputError(f"--accept-precision: {exc}") from None
+    for key, c in g.certificates_.items():
+        if c.certified:
+            print(f"accept {key}: calibrated probability >= {c.threshold:g} (precision >= "
+                  f"{args.accept_precision:g} with probability {1 - args.delta:g}; "
+                  f"{c.accepted_share:.1%} of the calibration events accepted)")
+        else:
+            print(f"accept {key}: none (precision {args.accept_precision:g} cannot be "
+                  f"certified from {c.n_calibration} calibration events)")
+    return accept_events(g, out).astype(np.int64)
+
+
 def _check_output_folder(path) -> None:
     import os
 
@@ -197,8 +244,15 @@ def run(args) -> int:
     """Run ``structcal apply``."""
     fmt = _output_format(args)
     _check_output_folder(args.output)  # before any inference
+    if args.accept_precision is not None and args.calibration is None:
+        raise InputError("--accept-precision needs --calibration DATA: labelled data, not used "
+                         "to fit the recalibrator, on which the threshold is certified")
+    if args.accept_precision is None and args.calibration is not None:
+        raise InputError("--calibration goes with --accept-precision TARGET")
     rec, batch, out = calibrated_input(args, need_labels=False)
     cols = event_columns(out, rec.kinds_, batch.tag_names)
+    if args.accept_precision is not None:
+        cols["accepted"] = _accepted(args, rec, out)
     say(args, f"writing {len(cols['item'])} events to {args.output} ...")
     with atomic_path(args.output) as tmp:
         (write_csv if fmt == "csv" else write_parquet)(cols, tmp)
