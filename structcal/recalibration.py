@@ -90,6 +90,9 @@ class EventCalibration:
         Number of events in the group.
     accuracy : float
         Fraction of events that hold (the base rate).
+    l2_interval : (float, float) or None
+        95% bootstrap interval of the Brier score, whole groups (inputs, or the groups
+        given) resampled; None when not computed.
     decomposition : BrierDecomposition
         l2 loss, calibration error, sharpness, uncertainty and the bucket table
         (calibration-curve data: mean forecast, mean outcome and count per bucket).
@@ -100,6 +103,7 @@ class EventCalibration:
     n_events: int
     accuracy: float
     decomposition: object
+    l2_interval: tuple | None = None
 
     @property
     def l2(self) -> float:
@@ -177,6 +181,7 @@ class CalibrationReport:
         for r in self.results:
             out.setdefault(str(r.group), {})[r.forecaster] = {
                 "l2": r.l2,
+                "l2_interval": None if r.l2_interval is None else list(r.l2_interval),
                 "calibration_error": r.calibration_error,
                 "sharpness": r.sharpness,
                 "uncertainty": r.uncertainty,
@@ -227,7 +232,8 @@ class CalibrationReport:
                                f"{self.n_bins} equal-width buckets")
 
 
-def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: int = 10) -> CalibrationReport:
+def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: int = 10,
+                    groups=None, n_resamples: int = 0, random_state=0) -> CalibrationReport:
     """Calibration of forecasts of a table's events, pooled and per group.
 
     Parameters
@@ -241,6 +247,11 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
         for pooled only.
     n_bins : int, default=10
         Number of equal-width buckets (the paper's width 0.1).
+    groups : array-like of shape (n_inputs,), optional
+        Group of each input: the bootstrap resamples whole groups (default: inputs).
+    n_resamples : int, default=0
+        Bootstrap resamples for the Brier intervals (0: none).
+    random_state : int or Generator, default=0
 
     Returns
     -------
@@ -263,21 +274,39 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
         if np.isnan(p).any():
             raise ParameterError(f"forecasts {name!r} contain NaN (e.g. raw probabilities of predicate events)")
         arrays[name] = p
-    groups = [("pooled", np.ones(table.n_events, dtype=bool))]
+    subsets = [("pooled", np.ones(table.n_events, dtype=bool))]
     if by is not None:
         codes, names = table.group_codes(by)
-        groups += [(name, codes == g) for g, name in enumerate(names)]
+        subsets += [(name, codes == g) for g, name in enumerate(names)]
+    weights = None
+    n_resamples = check_int(n_resamples, "n_resamples", low=0)
+    if n_resamples:
+        n_items = int(table.item.max()) + 1 if table.n_events else 0
+        item_group = _item_groups(groups, n_items)
+        G = int(item_group.max()) + 1 if n_items else 0
+        rng = check_random_state(random_state)
+        counts = rng.multinomial(G, np.full(G, 1.0 / max(G, 1)), size=n_resamples)
+        weights = counts[:, item_group[table.item]].astype(np.float64)
     results = []
-    for gname, mask in groups:
+    for gname, mask in subsets:
         if not mask.any():
             continue
         y = table.outcome[mask]
         for fname, p in arrays.items():
+            interval = None
+            if weights is not None:
+                se = (p[mask] - y) ** 2
+                w = weights[:, mask]
+                tot = w.sum(axis=1)
+                ok = tot > 0
+                boot = (w[ok] @ se) / tot[ok]
+                interval = (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)))
             results.append(
                 EventCalibration(
                     group=gname, forecaster=fname, n_events=int(mask.sum()),
                     accuracy=float(y.mean()),
                     decomposition=brier_decomposition(y, p[mask], n_bins=n_bins),
+                    l2_interval=interval,
                 )
             )
     return CalibrationReport(tuple(results), n_bins)
@@ -1256,10 +1285,30 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                       "--no-shift-check silences this check.")
         warnings.warn(w, stacklevel=3)
 
-    def evaluate(self, pred, y_true, *, by="kind", n_bins: int = 10) -> CalibrationReport:
-        """Raw vs calibrated l2 loss, calibration error and sharpness on new inputs."""
-        out = self.predict(pred, y_true)
+    def evaluate(self, pred, y_true, *, groups=None, by="kind", n_bins: int = 10,
+                 n_resamples: int = 200) -> CalibrationReport:
+        """Raw vs calibrated l2 loss, calibration error and sharpness on new inputs.
+
+        Parameters
+        ----------
+        pred : StructuredPrediction
+        y_true : array-like or list of array-like
+        groups : array-like of shape (n_inputs,), optional
+            Group of each input (documents, images): the shift test and the bootstrap
+            intervals of the Brier scores resample whole groups (default: inputs).
+        by : str or None, default='kind'
+        n_bins : int, default=10
+        n_resamples : int, default=200
+            Bootstrap resamples of the Brier intervals (0: none).
+
+        Returns
+        -------
+        CalibrationReport
+        """
+        out = self.predict(pred, y_true, groups=groups)
         forecasts = {"calibrated": out.forecast}
         if out.table.raw is not None and not np.isnan(out.table.raw).any():
-            forecasts = {"raw": out.table.raw, **forecasts}
-        return evaluate_events(out.table, forecasts, by=by, n_bins=n_bins)
+            forecasts = {"raw": np.clip(out.table.raw, 0.0, 1.0), **forecasts}
+        return evaluate_events(out.table, forecasts, by=by, n_bins=n_bins, groups=groups,
+                               n_resamples=n_resamples,
+                               random_state=check_random_state(self.random_state))

@@ -46,6 +46,12 @@ class BBBC039Nuclei:
     n_nuclei: np.ndarray
 
     @property
+    def groups(self) -> np.ndarray:
+        """The group of each image for validation: the image (its name); every nucleus of an
+        image is an event of that image, so folds of images keep them together."""
+        return np.asarray(self.names)
+
+    @property
     def n_images(self) -> int:
         """Number of images."""
         return int(self.images.shape[0])

@@ -55,6 +55,12 @@ class OCRWords:
     alphabet = OCR_ALPHABET
 
     @property
+    def groups(self) -> np.ndarray:
+        """The group of each word for validation: the word itself (the data carry no writer
+        ids), by its position in the full dataset."""
+        return self.word_index
+
+    @property
     def n_words(self) -> int:
         """Number of words."""
         return int(self.offsets.shape[0] - 1)
