@@ -351,6 +351,14 @@ def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="ki
     t = calibrated.table
     if t.outcome is None:
         raise ParameterError("the events have no outcomes: predict with y_true=")
+    if getattr(calibrated, "fallback", None):
+        raise ParameterError(
+            f"the calibration events of {sorted(calibrated.fallback)} were forecast by the raw "
+            "probability because the recalibrator's shift test flagged them: a threshold "
+            "certified on them would not apply to the fitted map's forecasts. Certify on "
+            "data like the recalibration data, or predict them with shift_check=False if "
+            "the flag is a false alarm"
+        )
     classes = _event_classes(t, by)
     item_group = np.arange(int(t.item.max()) + 1 if t.n_events else 0) if groups is None \
         else np.unique(np.asarray(groups), return_inverse=True)[1]
@@ -377,7 +385,17 @@ def accept_events(guarantee, calibrated, *, by=None) -> np.ndarray:
     (:func:`certify_precision`), else ``'kind'``.
     """
     by = by or getattr(guarantee, "by_", "kind")
-    return guarantee.accept(calibrated.forecast, _event_classes(calibrated.table, by))
+    accepted = guarantee.accept(calibrated.forecast, _event_classes(calibrated.table, by))
+    fallback = getattr(calibrated, "fallback", None)
+    if fallback:
+        names = np.asarray(calibrated.table.kind_names, dtype=object)[calibrated.table.kind]
+        void = np.isin(names, list(fallback))
+        accepted &= ~void
+        warnings.warn(
+            f"the batch's events of {sorted(fallback)} look unlike the recalibration data "
+            "(shift test): the precision guarantee does not cover them, and none of them is "
+            "accepted", GuaranteeWarning, stacklevel=2)
+    return accepted
 
 
 

@@ -50,26 +50,6 @@ class GroupShiftResult:
     n_permutations: int
 
 
-def _ks_all(values_sorted_order, tie_end, side, n_ref, n_new):
-    """KS distances of ``side`` splits (B, N) for each column, vectorised over splits.
-
-    ``values_sorted_order`` (C, N): per column the order that sorts it; ``tie_end`` (C, N):
-    True at the last position of each run of equal values (where the ECDFs are compared).
-    ``side`` (B, N) bool: True for the reference sample. ``n_ref``/``n_new`` (B,).
-    """
-    B = side.shape[0]
-    C = values_sorted_order.shape[0]
-    out = np.zeros((B, C))
-    for c in range(C):
-        s = side[:, values_sorted_order[c]]
-        cum_ref = np.cumsum(s, axis=1)
-        pos = np.arange(1, s.shape[1] + 1)[None, :]
-        cum_new = pos - cum_ref
-        diff = np.abs(cum_ref / n_ref[:, None] - cum_new / n_new[:, None])
-        out[:, c] = np.where(tie_end[c][None, :], diff, 0.0).max(axis=1)
-    return out
-
-
 def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
                      n_permutations: int = 200, random_state=0) -> GroupShiftResult:
     """Test whether ``new`` is distributed like ``reference``, permuting whole groups.
@@ -137,8 +117,13 @@ def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
     n_ref = (sides * size[None, :]).sum(axis=1).astype(np.float64)
     n_new = values.shape[0] - n_ref
     keep = (n_ref > 0) & (n_new > 0)
+    from ._shift_kernels import ks_permutations
+
     ks = np.zeros((B + 1, C))
-    ks[keep] = _ks_all(order, tie_end, ev_side[keep], n_ref[keep], n_new[keep])
+    sub = np.zeros((int(keep.sum()), C))
+    ks_permutations(np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(tie_end),
+                    np.ascontiguousarray(ev_side[keep]), n_ref[keep], n_new[keep], sub)
+    ks[keep] = sub
     obs = ks[0]
     if B == 0:
         return GroupShiftResult(float(obs.max()), 1.0, obs, np.ones(C), n_gr, n_gn, 0)

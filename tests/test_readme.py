@@ -10,10 +10,12 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
 
 
 def test_readme_has_examples():
-    assert len(BLOCKS) >= 4
+    assert len(BLOCKS) >= 3
 
 
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+# WNUT-17's test sentences come from other sources than dev: the README shows the warning
+@pytest.mark.filterwarnings("ignore::structcal.exceptions.DistributionShiftWarning")
 def test_readme_example_runs_and_prints_the_same_on_every_run(code, capsys):
     # reproducible by default: a second run prints exactly the same numbers
     outputs = []
