@@ -1,4 +1,4 @@
-"""Timings of the calibration toolbox (issue 6 targets).
+"""Timings of the calibration toolbox, against its targets.
 
 Prints a table of median wall-clock times over several runs (after one warm-up run that
 also compiles the Numba kernels) and, with ``--json``, a JSON object.
@@ -7,9 +7,9 @@ also compiles the Numba kernels) and, with ``--json``, a JSON object.
     python benchmarks/bench_calibration.py --json
     python benchmarks/bench_calibration.py --quick    # 10x smaller, a few seconds
     python benchmarks/bench_calibration.py --cpu --repeats 21 \
-        --match "bincount,uniform bins (legacy),Brier decomposition"   # issue 18 side by side
+        --match "bincount,uniform bins (legacy),Brier decomposition"   # side by side
 
-Targets (issue 6): on 10^6 forecasts the binned estimators < 15 ms, the kernel estimator
+Targets: on 10^6 forecasts the binned estimators < 15 ms, the kernel estimator
 < 60 ms, a 200-resample bootstrap interval < 2 s; SplineCalib fits 10^5 forecasts in < 1 s.
 Timings are wall-clock on whatever machine runs this; the load average is printed so a
 busy machine can be recognised.

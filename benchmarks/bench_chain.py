@@ -13,7 +13,7 @@ Prints a table (median and range of ``--repeats`` runs) or, with ``--json``, one
 object. JIT compilation is timed separately, in fresh interpreters: the first calls of
 every driver used here (serial and parallel, MAP only and MAP + marginals) with an empty
 Numba cache (``compile_seconds``) and again with the cache that run filled
-(``compile_seconds_warm_cache``; parallel drivers are cached too since issue 17). Every
+(``compile_seconds_warm_cache``; parallel drivers are cached too). Every
 process here sets ``structcal._numba.PARALLEL_COMPILE_SECONDS = 0``, so that large
 batches take the parallel drivers at once (the steady state of a long-running process). If
 python-crfsuite is installed (``pip install structcal[bench]``), CRFsuite's tagger is timed

@@ -1,4 +1,4 @@
-"""Dask scale-out (issue 18): throughput with 1 and 2 workers, memory and CPU per worker,
+"""Dask scale-out: throughput with 1 and 2 workers, memory and CPU per worker,
 and the single-process path on the same data, for chains and for graphs.
 
 Chains: OCR-shaped words (3-14 letters, 26 labels, one shared transition matrix), fit on a

@@ -1,11 +1,11 @@
-"""Region forecasters at corpus scale (issue 18): fit time, peak memory, scaling, accuracy.
+"""Region forecasters at corpus scale: fit time, peak memory, scaling, accuracy.
 
 Every measurement runs in a fresh subprocess on one core (NUMBA_NUM_THREADS=1,
 OMP_NUM_THREADS=1) after a small warm-up fit (JIT compilation excluded), and reports the
 fit's wall-clock and CPU time and its peak memory growth (ru_maxrss after the fit minus
 the resident size before it). The old code (commit 105c9cb, brute-force neighbours and a
 tree refit per fold and leaf size) is extracted with ``git archive`` and run in
-alternation with the new code at the sizes where it fits in memory; the issue's own
+alternation with the new code at the sizes where it fits in memory; earlier measured
 figures are quoted for the larger ones. CPU time is the figure to compare on a shared,
 loaded machine (wall-clock there is inflated by waiting for a core).
 
@@ -118,7 +118,7 @@ def main(argv=None):
         subprocess.run(["tar", "-x", "-C", old_dir], input=archive, check=True)
 
         print("\nKNNRegionForecaster, default 10-fold CV over k = 5..500, six features, one core")
-        print("issue's figures (old code, wall-clock): "
+        print("measured figures of the old code (wall-clock): "
               + "; ".join(f"{n:.0e}: {t} s, {m} GiB" for n, (t, m) in ISSUE_TABLE.items()))
         print(f"{'events':>9s} {'code':5s} {'fit CPU median (range)':>28s} {'wall':>10s} {'peak growth':>11s}")
         plan = [(10_000, args.repeats), (100_000, 1)]

@@ -1,4 +1,4 @@
-"""Candidates for the default ECE estimator on confident forecasts (issue 15, part 2).
+"""Candidates for the default ECE estimator on confident forecasts.
 
 The default (:func:`structcal.metrics.calibration_error`: kernel smoothing of the
 residuals ``y - s`` on the logit scale, Silverman's bandwidth) has a lower median

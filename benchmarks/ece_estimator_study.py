@@ -76,7 +76,7 @@ ESTIMATORS = {
         y, P, setting=s, strategy="quantile", mapping="convex", n_bins="sqrt").ece,
     "KDE, smoothed labels (paper)": lambda y, P, s: kde_calibration_error(
         y, P, setting=s, smoothing="labels").ece,
-    # the default until issue 15: Silverman's bandwidth collapses on confident forecasts
+    # the former default: Silverman's bandwidth collapses on confident forecasts
     PREVIOUS: lambda y, P, s: kde_calibration_error(y, P, setting=s).ece,
     DEFAULT: lambda y, P, s: calibration_error(y, P, setting=s).ece,
 }

@@ -27,7 +27,7 @@ calibration error (``structcal.metrics.calibration_error``, kernel estimator) wi
 bootstrap interval. Two protocols: ``dev->test`` (fit on dev events, score test events: a
 distribution shift, WNUT-17's test set comes from other sources) and ``crossfit`` (5-fold
 cross-fitting within test, folds of sentences -- WNUT-17 has no document ids -- so
-recalibration and scoring are in distribution). The issue's targets are checked on the
+recalibration and scoring are in distribution). The targets are checked on the
 cross-fitted results: the default's Brier is not worse than the better of raw and
 isotonic beyond the paired cluster-bootstrap interval, and its calibration error is at most
 half the raw model's where the raw one's interval excludes zero.
@@ -94,7 +94,7 @@ def train_crfsuite(X, y, max_iterations):
 
 
 def chaincrf_supports_sparse():
-    """Whether ChainCRF.fit takes scipy.sparse feature matrices (issue 16 part 3/4)."""
+    """Whether ChainCRF.fit takes scipy.sparse feature matrices ."""
     import scipy.sparse as sp
 
     from structcal.crf import ChainCRF
@@ -200,7 +200,7 @@ KNN_FEATURES = {"map": ITEM_FEATURES, "marginal": NODE_FEATURES, "entity": SPAN_
 
 
 def make_default(kinds):
-    """The default recalibrator given only the kinds (issue 16 part 3)."""
+    """The default recalibrator given only the kinds."""
     return StructuredRecalibrator(kinds=kinds, random_state=SEED)
 
 

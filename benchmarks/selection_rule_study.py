@@ -20,7 +20,7 @@ Sections
   outer split 0 is that study's split, the others are fresh permutations). A rule *misses*
   on a split and kind if its held-out Brier score, pooled over the 3 folds, is worse than
   the better of raw and isotonic by more than a 95% paired bootstrap interval over
-  sentences (lower end > 0): the target of issue 16. The ChainCRF is trained with
+  sentences (lower end > 0): the target. The ChainCRF is trained with
   CRFsuite's label order (as ``ner_study.py`` does when it trains both); ``ner_study.py
   --models chaincrf`` alone uses the data set's order, which gives a slightly different
   model (the same raw Brier scores to 0.001, k-NN cross-validated scores up to 0.1 apart).

@@ -23,7 +23,7 @@ WNUT-17 test, OCR test, BBBC039 test and the synthetic source: every event score
 fit on the other folds; the share of isotonic regression's improvement over raw that the
 default keeps.
 
-Targets (issue "confidence you can bet on"): on every pair and kind the default's Brier is
+Targets: on every pair and kind the default's Brier is
 not worse than raw beyond the 95% paired interval (its lower end <= 0); in distribution
 the default keeps at least 80% of isotonic's improvement over raw (where isotonic
 improves beyond its interval).

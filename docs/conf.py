@@ -38,6 +38,17 @@ for _nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         shutil.copyfile(_nb, _nb_dir / _nb.name)
 nb_execution_mode = "off"
 
+# the API reference lists every name of every public module's __all__, and the results
+# pages' tables are generated from benchmarks/results/*.json: neither can drift
+import sys  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+import _api  # noqa: E402
+import _results  # noqa: E402
+
+_api.write(HERE / "api.rst")
+_results.write_all()
+
 # the command-line reference is the parser's own help, so it cannot drift from the code
 os.environ["COLUMNS"] = "88"
 from structcal.cli import build_parser  # noqa: E402
@@ -50,7 +61,8 @@ for _action in _parser._subparsers._group_actions:
 (HERE / "user-guide" / "_cli_help.txt").write_text("\n".join(_help))
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "**/_cli_help.txt"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "**/_cli_help.txt", "results/_generated",
+                    "_api.py", "_results.py"]
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 

@@ -1,0 +1,142 @@
+"""Generate the tables of the results pages from ``benchmarks/results/*.json`` (conf.py).
+
+Each function reads one study's JSON output and writes a Markdown table into
+``docs/results/_generated/``; the pages include them, so the tables cannot drift from the
+runs. A missing result file gives a note saying which command produces it.
+"""
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+OUT = Path(__file__).resolve().parent / "results" / "_generated"
+
+
+def _load(name):
+    path = RESULTS / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _missing(name, command):
+    return f"*No result file `benchmarks/results/{name}` yet: run `{command}`.*\n"
+
+
+def _ci(x):
+    return f"[{x[0]:+.3f}, {x[1]:+.3f}]"
+
+
+def shift():
+    d = _load("shift_study.json")
+    if d is None:
+        return _missing("shift_study.json", "python benchmarks/shift_study.py --rules "
+                        "--out benchmarks/results/shift_study.json")
+    rows = ["| source -> target / kind | default chose | default - raw (Brier x100) | 95% interval | isotonic - raw | not worse than raw |",
+            "|---|---|---|---|---|---|"]
+    for k, r in d["shift"].items():
+        chose = r["default_chose"] + (" (fell back to raw)" if r.get("default_fell_back_to_raw") else "")
+        rows.append(f"| {k} | {chose} | {r['default']['minus_raw_x100']:+.3f} | "
+                    f"{_ci(r['default']['interval_x100'])} | {r['isotonic']['minus_raw_x100']:+.3f} "
+                    f"| {'yes' if r['target_met'] else '**no**'} |")
+    rows += ["", "| in distribution (grouped cross-fit) / kind | isotonic gain | default gain | share kept | target met |",
+             "|---|---|---|---|---|"]
+    for k, r in d["in_distribution"].items():
+        kept = r["share_of_isotonic_gain_kept"]
+        rows.append(f"| {k} | {-r['isotonic']['minus_raw_x100']:.3f} | "
+                    f"{-r['default']['minus_raw_x100']:.3f} | "
+                    f"{'-' if kept is None else f'{kept:.2f}'} | {'yes' if r['target_met'] else '**no**'} |")
+    rows += ["", "| false alarms of the shift test (random splits of groups) | groups | flagged | rate | 95% interval |",
+             "|---|---|---|---|---|"]
+    for k, a in d.get("false_alarms", {}).items():
+        rows.append(f"| {k} | {a['n_groups']} | {a['flagged']} / {a['splits']} | {a['rate']:.3f} | "
+                    f"[{a['interval'][0]:.3f}, {a['interval'][1]:.3f}] |")
+    t = d["targets"]
+    rows += ["", f"Default not worse than raw on {t['shift_pairs_not_worse_than_raw']} of "
+             f"{t['shift_pairs']} shift settings; in distribution the target is met on "
+             f"{t['in_distribution_met']} of {t['in_distribution_settings']}. Command: "
+             f"`{d['command']}` ({d['seconds'] / 60:.0f} minutes)."]
+    return "\n".join(rows) + "\n"
+
+
+def guarantees():
+    d = _load("guarantees_study.json")
+    if d is None:
+        return _missing("guarantees_study.json", "python benchmarks/guarantees_study.py "
+                        "--out benchmarks/results/guarantees_study.json")
+    rows = ["| data / events | target precision | method | splits meeting the target | 95% interval | mean share accepted |",
+            "|---|---|---|---|---|---|"]
+    for name, per in d["precision"].items():
+        for t, methods in per.items():
+            if not isinstance(methods, dict) or "structcal" not in methods:
+                continue
+            for m, v in methods.items():
+                rows.append(f"| {name} | {t} | {m} | {v['met_rate']:.3f} | "
+                            f"[{v['met_rate_interval'][0]:.3f}, {v['met_rate_interval'][1]:.3f}] "
+                            f"| {v['mean_accepted_share']:.3f} |")
+    rows += ["", "| miss control | alpha | mean realised miss rate | miss rate with every candidate | candidates accepted per group | met |",
+             "|---|---|---|---|---|---|"]
+    for name, v in d["miss"].items():
+        rows.append(f"| {name} | {v['alpha']} | {v['mean_miss_rate']:.3f} | "
+                    f"{v['mean_floor_all_candidates']:.3f} | "
+                    f"{v['mean_candidates_accepted_per_group']:.2f} | {'yes' if v['target_met'] else '**no**'} |")
+    rows += ["", f"Delta {d['delta']}. Command: `{d['command']}` ({d['seconds'] / 60:.0f} minutes)."]
+    return "\n".join(rows) + "\n"
+
+
+def segmentation():
+    d = _load("segmentation_study_full.json")
+    if d is None:
+        return _missing("segmentation_study_full.json", "python benchmarks/segmentation_study.py --json")
+    rows = ["| events (test) | n | holds | raw | isotonic on raw | k-NN | tree |",
+            "|---|---|---|---|---|---|---|"]
+    for k, e in d["events"].items():
+        cell = lambda m: (f"{e[m]['brier']:.2f} / {e[m]['ece']:.3f}" if m in e else "-")  # noqa: E731
+        rows.append(f"| {k} | {e['n_test']} | {e['base_rate']:.3f} | {cell('raw')} | "
+                    f"{cell('isotonic_raw')} | {cell('knn')} | {cell('tree')} |")
+    seg = d["segmentation"]
+    rows += ["", "| segmentation of the test images | pixel accuracy | Dice | object F1 |", "|---|---|---|---|"]
+    for k, s in seg.items():
+        rows.append(f"| {k} | {100 * s['pixel_accuracy']:.2f}% | {s['dice']:.4f} | {s['object_f1']:.3f} |")
+    rows += ["", "Brier x100 / kernel ECE. Command: `python benchmarks/segmentation_study.py --json`."]
+    return "\n".join(rows) + "\n"
+
+
+def ner():
+    rows = []
+    for tagger in ("crfsuite", "chaincrf"):
+        for proto in ("devtest", "crossfit"):
+            d = _load(f"ner_study_{tagger}_{proto}.json")
+            if d is None:
+                continue
+            m = d["models"].get(tagger) or next(iter(d["models"].values()))
+            key = "dev->test" if proto == "devtest" else "crossfit"
+            res = m.get(key)
+            if not res:
+                continue
+            if not rows:
+                rows = ["| tagger | protocol | kind | raw | isotonic | k-NN | default |",
+                        "|---|---|---|---|---|---|---|"]
+            for kind, per in res.items():
+                if not isinstance(per, dict) or "raw" not in per:
+                    continue
+                cell = lambda f: (f"{per[f]['brier_x100']:.2f}" if f in per else "-")  # noqa: E731
+                rows.append(f"| {tagger} | {key} | {kind} | {cell('raw')} | {cell('isotonic')} | "
+                            f"{cell('knn')} | {cell('default')} |")
+    if not rows:
+        return _missing("ner_study_crfsuite_devtest.json", "python benchmarks/ner_study.py")
+    rows += ["", "Brier x100 on WNUT-17 test. Command: `python benchmarks/ner_study.py`."]
+    return "\n".join(rows) + "\n"
+
+
+def write_all():
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, fn in (("shift", shift), ("guarantees", guarantees),
+                     ("segmentation", segmentation), ("ner", ner)):
+        text = fn()
+        path = OUT / f"{name}.md"
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+
+
+if __name__ == "__main__":
+    write_all()
