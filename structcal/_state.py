@@ -70,6 +70,7 @@ ALLOWED = {
     "ContainsEntity": "structcal.events.spans",
     "AllEntitiesCorrect": "structcal.events.spans",
     "ObjectEvents": "structcal.events.objects",
+    "ExternalKind": "structcal.events.external",
     "AllObjectsFound": "structcal.events.objects",
     "ObjectCountCorrect": "structcal.events.objects",
     "PixelCRFSegmenter": "structcal.segmentation",

@@ -781,6 +781,12 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
 
     def events(self, pred, y_true=None, *, raw: bool = True) -> EventTable:
         """Build the event table of ``pred`` with this recalibrator's kinds and features."""
+        from .events.external import ExternalKind
+
+        if any(isinstance(k, ExternalKind) for k in getattr(self, "kinds_", ())):
+            raise ParameterTypeError(
+                "this recalibrator was fit on events of an outside model: calibrate new ones "
+                "with predict_events(table)")
         return build_events(
             pred, self._kinds(), y_true=y_true, features=self.features, lexicon=self.lexicon,
             label_set=self.label_set, label_names=self.label_names, raw=raw,
@@ -922,13 +928,51 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 "labelings of the recalibration inputs (one per input, as StructuredPrediction "
                 "was built)"
             )
-        rng = check_random_state(self.random_state)
-        self.kinds_ = self._kinds()
-        verbose = bool(self.verbose)
+        kinds = self._kinds()
         n_items = getattr(pred, "n_items", None)
         item_group = _item_groups(groups, n_items) if n_items is not None else None
-        message("building the events and their features ...", verbose)
+        message("building the events and their features ...", bool(self.verbose))
         table = self.events(pred, y_true, raw=raw)
+        self._fit_table(table, kinds, item_group, groups)
+        self.n_states_ = int(pred.n_states) if hasattr(pred, "n_states") else None
+        return self
+
+    def fit_events(self, table: EventTable, *, groups=None):
+        """Fit on an event table: events of an outside model, or any table of events.
+
+        The same selection, prior, groups and shift reference as :meth:`fit`; the table
+        comes from :func:`~structcal.events.external_events` (or
+        :func:`~structcal.events.build_events`).
+
+        Parameters
+        ----------
+        table : EventTable
+            Events with outcomes.
+        groups : array-like of shape (n_inputs,), optional
+            Group of each input of the table (``table.item`` indexes it).
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        if not isinstance(table, EventTable):
+            raise ParameterTypeError(f"`table` must be an EventTable; got {describe(table)}")
+        if table.outcome is None:
+            raise ParameterError("the events have no outcomes: fitting needs them")
+        from .events.external import ExternalKind
+
+        own = {k.name: k for k in (self.kinds or [])}
+        kinds = [own.get(n) or ExternalKind(n) for n in table.kind_names]
+        n_items = max(table.n_items, int(table.item.max()) + 1 if table.n_events else 0)
+        self._fit_table(table, kinds, _item_groups(groups, n_items), groups)
+        self.n_states_ = None
+        return self
+
+    def _fit_table(self, table, kinds, item_group, groups):
+        rng = check_random_state(self.random_state)
+        self.kinds_ = kinds
+        verbose = bool(self.verbose)
         if item_group is None:
             item_group = _item_groups(groups, int(table.item.max()) + 1 if table.n_events else 0)
         event_group = item_group[table.item]
@@ -983,8 +1027,6 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 np.int64)
             self.shift_columns_[key] = cols
         self.n_events_fit_ = table.n_events
-        self.n_states_ = int(pred.n_states) if hasattr(pred, "n_states") else None
-        return self
 
     def _select(self, key, X, y, r, items, seed):
         """The method of one kind and the cross-validated Brier score of each candidate."""
@@ -1163,6 +1205,33 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             )
         item_group = _item_groups(groups, pred.n_items) if hasattr(pred, "n_items") else None
         table = self.events(pred, y_true)
+        return self._predict_table(table, item_group)
+
+    def predict_events(self, table: EventTable, *, groups=None) -> CalibratedEvents:
+        """Calibrated probabilities of the events of a table (see :meth:`fit_events`).
+
+        Parameters
+        ----------
+        table : EventTable
+            Events of the kinds and features seen in fit (outcomes optional).
+        groups : array-like of shape (n_inputs,), optional
+            Group of each input, for the shift test.
+
+        Returns
+        -------
+        CalibratedEvents
+        """
+        self._check_fitted()
+        if not isinstance(table, EventTable):
+            raise ParameterTypeError(f"`table` must be an EventTable; got {describe(table)}")
+        missing = sorted(set(table.kind_names) - set(self.selection_)) if not self.pooled else []
+        if missing:
+            raise ParameterError(f"the table has kinds {missing} this recalibrator was not fit on "
+                                 f"(it knows {sorted(self.selection_)})")
+        n_items = max(table.n_items, int(table.item.max()) + 1 if table.n_events else 0)
+        return self._predict_table(table, _item_groups(groups, n_items))
+
+    def _predict_table(self, table, item_group):
         test = None
         if self.shift_check:
             if item_group is None:
@@ -1172,6 +1241,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         policy = getattr(self, "shift_policy", "warn")
         forecast = np.empty(table.n_events)
         for key, sel in self.selection_.items():
+            if key != "pooled" and key not in table.kind_names:
+                continue  # no events of this kind in the batch
             X, names = self._design(table, key)
             if names != self.feature_names_[key]:
                 raise ParameterError(f"feature columns of {key!r} differ from those seen in fit")
@@ -1227,10 +1298,12 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         keys, cols, stats, pvals, n_ref, n_new = [], [], [], [], [], []
         tested = []
         for key in self.selection_:
+            seed = int(rng.integers(0, 2**31 - 1))
+            if key != "pooled" and key not in table.kind_names:
+                continue
             rows = self._rows(table, key)
             X, _ = self._design(table, key)
             r = self._raw(table, rows)
-            seed = int(rng.integers(0, 2**31 - 1))
             if not rows.any():
                 continue
             extra = len(self.shift_columns_[key]) == X.shape[1] + 1  # raw as a column of its own
@@ -1283,7 +1356,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         )
         w.cli_text = (f"{what}: refit with `structcal fit` on data like these. "
                       "--no-shift-check silences this check.")
-        warnings.warn(w, stacklevel=3)
+        warnings.warn(w, stacklevel=4)
 
     def evaluate(self, pred, y_true, *, groups=None, by="kind", n_bins: int = 10,
                  n_resamples: int = 200) -> CalibrationReport:

@@ -8,7 +8,9 @@ and a new sample by their Kolmogorov-Smirnov distance, and takes the largest dis
 columns as the statistic. Its null distribution comes from permuting whole groups between
 the two samples (the number of groups on each side kept): under the null hypothesis that
 the groups of both samples are exchangeable, every such reassignment is equally likely,
-so the test has its level whatever the dependence within groups, and the maximum over
+so the test has its level whatever the dependence within groups (groups are first
+thinned to at most as many events as the smaller sample's median group holds, so that
+the groups of both samples are alike), and the maximum over
 columns accounts for testing several columns at once (without Bonferroni's loss when the
 columns are correlated, as an event's raw probability and its features are). A column's
 own p-value (``pvalue_columns``) is adjusted the same way (Westfall-Young max-T).
@@ -48,6 +50,17 @@ class GroupShiftResult:
     n_groups_reference: int
     n_groups_new: int
     n_permutations: int
+
+
+def _at_most_per_group(groups, m, rng):
+    """Indices of at most ``m`` rows of each group, drawn at random (in order)."""
+    order = rng.permutation(groups.shape[0])
+    g = groups[order]
+    srt = np.argsort(g, kind="stable")
+    g_sorted = g[srt]
+    first = np.searchsorted(g_sorted, g_sorted, side="left")
+    rank = np.arange(g_sorted.shape[0]) - first
+    return np.sort(order[srt[rank < m]])
 
 
 def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
@@ -94,6 +107,15 @@ def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
     zero = np.zeros(C)
     if ref.shape[0] == 0 or new.shape[0] == 0 or C == 0:
         return GroupShiftResult(0.0, 1.0, zero, np.ones(C), n_gr, n_gn, 0)
+    rng = check_random_state(random_state)
+    # groups are exchangeable only if they are alike: a batch of a few events per document
+    # against a reference of whole documents is not. Every group keeps at most m events
+    # (drawn at random), m the smaller of the two samples' median group sizes.
+    m = int(max(1, min(np.median(np.bincount(gr)), np.median(np.bincount(gn)))))
+    keep_r = _at_most_per_group(gr, m, rng)
+    keep_n = _at_most_per_group(gn, m, rng)
+    ref, gr = ref[keep_r], gr[keep_r]
+    new, gn = new[keep_n], gn[keep_n]
     values = np.vstack([ref, new])
     values = np.where(np.isfinite(values), values, np.nan)
     group = np.concatenate([gr, gn + n_gr])
@@ -107,7 +129,6 @@ def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
     size = np.bincount(group, minlength=G)
     observed_side = np.zeros((1, G), dtype=bool)
     observed_side[0, :n_gr] = True
-    rng = check_random_state(random_state)
     B = int(n_permutations) if (n_gr >= 2 and n_gn >= 2) else 0
     sides = np.zeros((B + 1, G), dtype=bool)
     sides[0] = observed_side[0]

@@ -5,6 +5,7 @@ variants run in-process through ``main`` to share the JIT-compiled kernels.
 """
 
 import csv
+import warnings
 import json
 import subprocess
 import sys
@@ -837,3 +838,45 @@ def test_apply_accept_precision_writes_accepted_and_prints_the_threshold(work, t
     assert main(["apply", str(work / "rec"), str(work / "new.npz"), "-o",
                  str(tmp_path / "b.csv"), "--accept-precision", "0.9"]) == 2
     assert "needs --calibration" in capsys.readouterr().err
+
+
+def test_events_of_an_outside_model_fit_apply_evaluate(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(2000):
+        s = rng.random()
+        rows.append({"item": f"doc{i // 40}-s{i // 5}", "kind": "entity" if i % 3 else "field",
+                     "raw": s, "outcome": int(rng.random() < s**2), "group": f"doc{i // 40}",
+                     "feature.length": int(rng.integers(1, 5))})
+    with open(tmp_path / "ev.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert main(["fit", str(tmp_path / "ev.csv"), "-o", str(tmp_path / "rec"), "-q"]) == 0
+    rec = io.load(tmp_path / "rec")
+    assert sorted(rec.selection_) == ["entity", "field"]
+    assert {s["n_groups"] for s in rec.selection_.values()} == {50}
+    assert main(["apply", str(tmp_path / "rec"), str(tmp_path / "ev.csv"), "-o",
+                 str(tmp_path / "out.csv"), "-q", "--no-shift-check"]) == 0
+    with open(tmp_path / "out.csv") as fh:
+        out = list(csv.DictReader(fh))
+    assert len(out) == 2000 and out[0]["item"].startswith("doc")
+    # the same numbers as the library on the same table
+    from structcal.events import external_events
+
+    ids = sorted({r["item"] for r in rows})
+    t = external_events([ids.index(r["item"]) for r in rows], kind=[r["kind"] for r in rows],
+                        raw=[r["raw"] for r in rows],
+                        features={"length": [r["feature.length"] for r in rows]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = rec.predict_events(t).forecast
+    got = {(o["item"], o["kind"], float(o["raw"])): float(o["calibrated"]) for o in out}
+    for r, f in zip(rows, want):
+        assert got[(r["item"], r["kind"], r["raw"])] == f
+    assert main(["evaluate", str(tmp_path / "rec"), str(tmp_path / "ev.csv"), "-q"]) == 0
+    assert "entity" in capsys.readouterr().out
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item,raw,outcome,length\n1,0.5,1,3\n")
+    assert main(["fit", str(bad), "-o", str(tmp_path / "r2")]) == 2
+    assert "features are named feature.NAME" in capsys.readouterr().err

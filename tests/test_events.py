@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from structcal import ChainPotentials, ParameterError
+from structcal import ChainPotentials, ParameterError, ParameterTypeError
 from structcal.events import (
     AnyLabel,
     InLexicon,
@@ -267,3 +267,55 @@ def test_lexicon_validation_and_queries():
         Lexicon(["ab"], n_states=3)
     with pytest.raises(TypeError, match="iterable of words"):
         Lexicon("abc", n_states=3)
+
+
+def test_external_events_go_through_the_same_recalibrator():
+    """Events of an outside model: a table; own kinds' tables take the same path."""
+    import warnings
+
+    from structcal import StructuredRecalibrator, io
+    from structcal.events import (
+        MAPEvent,
+        MarginalEvent,
+        build_events,
+        external_events,
+        object_outcomes,
+        span_outcomes,
+    )
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    item = rng.integers(0, 400, n)
+    score = rng.random(n)
+    y = rng.random(n) < score**2
+    t = external_events(item, kind="entity", raw=score, features={"len": rng.integers(1, 4, n)},
+                        outcome=y, label=rng.integers(0, 3, n))
+    assert t.kind_scopes == ("external",) and t.feature_names == ("raw", "len")
+    rec = StructuredRecalibrator(random_state=0).fit_events(t, groups=np.arange(400) // 8)
+    assert rec.selection_["entity"]["n_groups"] == 50
+    out = rec.predict_events(t.select(np.arange(100)), groups=np.arange(400) // 8)
+    assert out.forecast.shape == (100,) and (out.forecast > 0).all() and (out.forecast < 1).all()
+    with pytest.raises(ParameterTypeError, match="predict_events"):
+        rec.predict(None)
+    # own kinds: a table built by build_events goes through fit_events the same way as fit
+    from .test_recalibration import _overconfident_world
+
+    pred, yy, _ = _overconfident_world(300, seed=3)
+    kinds = [MAPEvent(), MarginalEvent()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = StructuredRecalibrator(kinds, random_state=0).fit(pred, yy)
+        b = StructuredRecalibrator(kinds, random_state=0).fit_events(a.events(pred, yy))
+    assert a.selection_ == b.selection_
+    np.testing.assert_array_equal(a.predict(pred).forecast,
+                                  b.predict_events(a.events(pred)).forecast)
+    # outcomes from gold structures
+    assert span_outcomes([0, 0], [1, 4], [3, 5], [0, 1], [0], [1], [3], [0]).tolist() == [True,
+                                                                                          False]
+    gold = np.zeros((4, 4), int)
+    gold[:2, :2] = 1
+    gold[3, 3] = 2
+    assert object_outcomes([[0, 1, 4, 5], [15], [15]], [1, 2, 1], [0, 0, 0], [gold]).tolist() == \
+        [True, True, False]
+    with pytest.raises(ParameterError, match="probabilities"):
+        external_events([0], raw=[1.5])

@@ -22,7 +22,8 @@ import numpy as np
 from ..exceptions import StructcalError, UnknownAttributeWarning
 
 __all__ = [
-    "InputError", "Batch", "load_batch", "load_conll_batch", "load_token_features",
+    "InputError", "Batch", "load_batch", "load_conll_batch", "load_events_file",
+    "load_token_features", "EVENTS_FORMAT",
     "token_features_of", "atomic_path", "NPZ_FORMAT", "CONLL_FORMAT",
 ]
 
@@ -92,13 +93,22 @@ class Batch:
     path: Path
     prediction: object  # StructuredPrediction
     labels: np.ndarray | None
-    structure: str  # "chain" or "graph"
+    structure: str  # "chain", "graph" or "events"
     tag_names: tuple | None = None  # label names (CRFsuite input)
     groups: np.ndarray | None = None  # group of each item (documents, images), if known
+    table: object = None  # the events of an events file (structure "events")
+    item_ids: np.ndarray | None = None  # the items' ids in an events file
+
+    @property
+    def units(self) -> str:
+        """What the items are, in the plural: ``chains``, ``graphs`` or ``items``."""
+        return "items" if self.structure == "events" else f"{self.structure}s"
 
     @property
     def n_items(self) -> int:
-        """Number of chains or graphs."""
+        """Number of chains, graphs or items."""
+        if self.table is not None:
+            return int(self.table.n_items)
         return int(self.prediction.n_items)
 
 
@@ -302,6 +312,103 @@ class Conll:
     tags: list | None  # per sentence, the gold tags (None: the file has none)
     documents: np.ndarray  # document of each sentence (counted from -DOCSTART- lines)
     has_docstart: bool
+
+
+EVENTS_FORMAT = """\
+events file (.csv, or .parquet with pyarrow): one row per event of an outside model
+  item          the input the event is about (an id: int or str)
+  kind          optional: the event kind (entity, nucleus, field, ...; default "event")
+  raw           optional: the model's score of the event, a probability in [0, 1]
+  outcome       1 if the event holds, 0 if not (needed by fit and evaluate)
+  group         optional: the input's group (document, image); constant per item
+  label         optional: a class per event (an integer; -1: none)
+  feature.NAME  optional: more features of the event (numbers; empty: none)"""
+
+
+def load_events_file(path, *, need_labels: bool, groups=None) -> Batch:
+    """Read an events file (see :data:`EVENTS_FORMAT`) into an event table."""
+    from ..events.external import external_events
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.suffix.lower() in (".parquet", ".pq"):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError("reading Parquet needs pyarrow: pip install 'structcal[parquet]'") \
+                from None
+        try:
+            t = pq.read_table(path)
+        except Exception as exc:  # noqa: BLE001  (pyarrow's errors: not a Parquet file, ...)
+            raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+        cols = {n: t.column(n).to_pylist() for n in t.column_names}
+    else:
+        import csv
+
+        try:
+            with open(path, newline="", encoding="utf-8") as fh:
+                rows = list(csv.DictReader(fh))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise InputError(f"{path}: cannot read the CSV file ({exc})") from None
+        names = list(rows[0].keys()) if rows else []
+        cols = {n: [r[n] for r in rows] for n in names}
+    if "item" not in cols:
+        raise InputError(f"{path}: an events file needs an `item` column; found {sorted(cols)}")
+    n = len(cols["item"])
+
+    def numbers(name, empty=np.nan):
+        out = np.empty(n)
+        for i, v in enumerate(cols[name]):
+            if v is None or v == "":
+                out[i] = empty
+                continue
+            try:
+                out[i] = float(v)
+            except ValueError:
+                raise InputError(f"{path}: row {i + 2}: `{name}` = {v!r} is not a number") from None
+        return out
+
+    ids, item = np.unique(np.asarray([str(v) for v in cols["item"]]), return_inverse=True)
+    kind = [str(v) if v not in (None, "") else "event" for v in cols.get("kind", [None] * n)]
+    raw = numbers("raw") if "raw" in cols else None
+    outcome = None
+    if "outcome" in cols:
+        o = numbers("outcome")
+        if not np.isin(o, (0.0, 1.0)).all():
+            raise InputError(f"{path}: `outcome` must be 0 or 1 on every row")
+        outcome = o.astype(bool)
+    elif need_labels:
+        raise InputError(f"{path}: no `outcome` column: outcomes are needed here")
+    label = None
+    if "label" in cols:
+        lab = numbers("label", empty=-1.0)
+        if (lab != np.round(lab)).any():
+            raise InputError(f"{path}: `label` must hold integers")
+        label = lab.astype(np.int64)
+    feats = {name[len("feature."):]: numbers(name) for name in cols if name.startswith("feature.")}
+    unknown = sorted(set(cols) - {"item", "kind", "raw", "outcome", "group", "label"}
+                     - {f"feature.{k}" for k in feats})
+    if unknown:
+        raise InputError(f"{path}: unknown columns {unknown}; features are named feature.NAME "
+                         "(see --help)")
+    group_ids = None
+    if groups is not None:
+        group_ids = read_groups_file(groups, ids.shape[0], "item (in sorted id order)")
+    elif "group" in cols:
+        g = np.asarray([str(v) for v in cols["group"]])
+        per_item = {}
+        for i, v in zip(item.tolist(), g.tolist()):
+            if per_item.setdefault(i, v) != v:
+                raise InputError(f"{path}: item {ids[i]!r} has several values in `group`")
+        group_ids = np.unique(np.asarray([per_item[i] for i in range(ids.shape[0])]),
+                              return_inverse=True)[1].astype(np.int64)
+    try:
+        table = external_events(item, kind=kind, raw=raw, features=feats, outcome=outcome,
+                                label=label, n_items=ids.shape[0])
+    except StructcalError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return Batch(path, None, outcome, "events", groups=group_ids, table=table, item_ids=ids)
 
 
 def read_conll_file(path: Path, *, tags: str = "last") -> Conll:

@@ -14,6 +14,13 @@ def read_input(args, *, need_labels, saved_inference=None):
     """The batch of ``args.data``: an .npz file, or CoNLL tokens with ``--crfsuite``."""
     token_features = getattr(args, "token_features", None)
     groups = getattr(args, "groups", None)
+    if str(args.data).lower().endswith((".csv", ".parquet", ".pq")):
+        from ._files import load_events_file
+
+        if getattr(args, "crfsuite", None) or token_features is not None:
+            raise InputError("an events file (.csv, .parquet) holds events already: "
+                             "--crfsuite and --token-features do not apply")
+        return load_events_file(args.data, need_labels=need_labels, groups=groups)
     if getattr(args, "crfsuite", None):
         return load_conll_batch(args.data, args.crfsuite, need_labels=need_labels,
                                 token_features=token_features,
@@ -28,6 +35,9 @@ def read_input(args, *, need_labels, saved_inference=None):
 
 def describe(batch) -> str:
     """``80 chains (312 tokens, K = 3, with labels) from test.npz``, for progress lines."""
+    if batch.table is not None:
+        return (f"{batch.table.n_events} events of {batch.n_items} items "
+                f"({', '.join(batch.table.kind_names)}) from {batch.path}")
     pred = batch.prediction
     unit = "tokens" if batch.structure == "chain" else "nodes"
     labels = ", with labels" if batch.labels is not None else ""
@@ -59,6 +69,12 @@ def load_batch_for(rec, args, *, need_labels):
             f"{saved_tags}; give the data as CoNLL tokens with --crfsuite and a model with "
             "those tags"
         )
+    if (batch.structure == "events") != (meta.get("structure") == "events"):
+        raise InputError(
+            f"{batch.path}: the recalibrator {args.model} was fitted on "
+            f"{meta.get('structure')} input; this is {batch.structure} input")
+    if batch.structure == "events":
+        return batch
     K = meta.get("n_states")
     if K is not None and int(batch.prediction.n_states) != int(K):
         raise InputError(
@@ -95,6 +111,8 @@ def calibrate(rec, batch, shift_check=True):
     if not shift_check:
         rec.set_params(shift_check=False)
     try:
+        if batch.table is not None:
+            return rec.predict_events(batch.table, groups=batch.groups)
         return rec.predict(batch.prediction, y_true=batch.labels, groups=batch.groups)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{batch.path}: cannot apply the recalibrator: {exc}") from None

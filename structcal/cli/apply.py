@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ._common import command_parser, finish_parser, reported, say
-from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError, atomic_path
+from ._files import CONLL_FORMAT, EVENTS_FORMAT, NPZ_FORMAT, InputError, atomic_path
 from ._model import calibrated_input
 
 __all__ = ["add_parser", "run", "event_columns"]
@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
         description="Apply a recalibrator saved by `structcal fit` to a batch and write the "
                     "calibrated probability of every event. The output file is written "
                     "atomically: an interrupted run leaves no partial file.",
-        epilog=f"{COLUMNS}\n\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{EXAMPLES}",
+        epilog=f"{COLUMNS}\n\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{EVENTS_FORMAT}\n\n{EXAMPLES}",
         data_help="input .npz (`labels` optional)", model=True,
     )
     p.add_argument("-o", "--output", required=True, help="output file (.csv or .parquet)")
@@ -251,11 +251,13 @@ def run(args) -> int:
         raise InputError("--calibration goes with --accept-precision TARGET")
     rec, batch, out = calibrated_input(args, need_labels=False)
     cols = event_columns(out, rec.kinds_, batch.tag_names)
+    if batch.item_ids is not None:  # an events file: its own item ids
+        cols["item"] = batch.item_ids[out.table.item].astype(object)
     if args.accept_precision is not None:
         cols["accepted"] = _accepted(args, rec, out)
     say(args, f"writing {len(cols['item'])} events to {args.output} ...")
     with atomic_path(args.output) as tmp:
         (write_csv if fmt == "csv" else write_parquet)(cols, tmp)
     n = len(cols["item"])
-    print(f"wrote {n} events of {batch.n_items} {batch.structure}s to {args.output}")
+    print(f"wrote {n} events of {batch.n_items} {batch.units} to {args.output}")
     return 0

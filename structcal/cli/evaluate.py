@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ._common import command_parser, finish_parser, reported, say
-from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError, atomic_path
+from ._files import CONLL_FORMAT, EVENTS_FORMAT, NPZ_FORMAT, InputError, atomic_path
 from ._model import calibrated_input
 from ._report import UNITS, report_dict, report_html, report_text
 
@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
         description="Compare the model's raw event probabilities with the recalibrated "
                     "ones on a labelled batch (not the one used in fit): l2 loss, its "
                     "calibration and sharpness terms, per event kind and pooled.",
-        epilog=f"{EXAMPLES}\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}",
+        epilog=f"{EXAMPLES}\n{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{EVENTS_FORMAT}",
         data_help="input .npz with `labels`", model=True,
     )
     p.add_argument("-o", "--output", default=None,
@@ -75,9 +75,10 @@ def run(args) -> int:
 
     say(args, f"scoring {'raw and ' if 'raw' in forecasts else ''}calibrated "
               f"probabilities of {out.table.n_events} events ({args.bins} buckets) ...")
-    report = evaluate_events(out.table, forecasts, n_bins=args.bins)
+    report = evaluate_events(out.table, forecasts, n_bins=args.bins, groups=batch.groups,
+                             n_resamples=200)
     notes = {"recalibrator": args.model, "data": str(batch.path),
-             "items": f"{batch.n_items} {batch.structure}s", "events": out.table.n_events}
+             "items": f"{batch.n_items} {batch.units}", "events": out.table.n_events}
     if fmt == "json":
         text = json.dumps({**notes, "units": UNITS, "n_bins": report.n_bins,
                            "results": report_dict(report)}, indent=2) + "\n"
@@ -85,7 +86,7 @@ def run(args) -> int:
         say(args, "drawing the reliability diagrams ...")
         text = report_html(report, title="structcal calibration report", notes=notes)
     else:
-        text = f"{batch.n_items} {batch.structure}s of {batch.path}, {out.table.n_events} events\n"
+        text = f"{batch.n_items} {batch.units} of {batch.path}, {out.table.n_events} events\n"
         text += report_text(report) + "\n"
     if args.output is None:
         sys.stdout.write(text)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._common import command_parser, finish_parser, reported, say
-from ._files import CONLL_FORMAT, NPZ_FORMAT, InputError
+from ._files import CONLL_FORMAT, EVENTS_FORMAT, NPZ_FORMAT, InputError
 from ._model import describe, read_input
 from ._options import (
     KINDS_HELP,
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
         sub, "fit", help="fit a recalibrator on your predictions with gold labels",
         description="Fit a StructuredRecalibrator (Kuleshov & Liang, Algorithm 1) on a "
                     "recalibration batch (data the model was not trained on) and save it.",
-        epilog=f"{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{KINDS_HELP}\n\n{EXAMPLES}",
+        epilog=f"{NPZ_FORMAT}\n\n{CONLL_FORMAT}\n\n{EVENTS_FORMAT}\n\n{KINDS_HELP}\n\n{EXAMPLES}",
         data_help="input .npz with `labels` (see below)",
     )
     p.add_argument("-o", "--output", required=True, metavar="MODEL",
@@ -65,6 +65,32 @@ def add_parser(sub) -> None:
     finish_parser(p, run)
 
 
+def _fit_events(args, batch) -> int:
+    """``structcal fit events.csv``: the events of an outside model."""
+    from ..forecasters import KNNRegionForecaster, TreeRegionForecaster
+    from ..io import model_paths
+    from ..recalibration import StructuredRecalibrator
+
+    forecaster = {"default": None, "knn": KNNRegionForecaster(random_state=args.random_state),
+                  "tree": TreeRegionForecaster(random_state=args.random_state)}[args.forecaster]
+    rec = StructuredRecalibrator(forecaster=forecaster, pooled=args.pooled,
+                                 random_state=args.random_state)
+    say(args, f"loaded {describe(batch)}; fitting the recalibrator ...")
+    try:
+        rec.set_params(verbose=not args.quiet).fit_events(batch.table, groups=batch.groups)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{batch.path}: cannot fit: {exc}") from None
+    finally:
+        rec.set_params(verbose=False)
+    npz, js = model_paths(args.output)
+    rec.save(args.output, metadata={"input": str(batch.path), "structure": "events",
+                                    "n_items": batch.n_items})
+    print(f"fitted on {batch.table.n_events} events of {batch.n_items} items of {batch.path}; "
+          + ", ".join(f"{k}: {v['method']}" for k, v in rec.selection_.items()))
+    print(f"saved {npz} and {js}")
+    return 0
+
+
 @reported
 def run(args) -> int:
     """Run ``structcal fit``."""
@@ -75,6 +101,8 @@ def run(args) -> int:
     features = parse_features(args.features)
     options = inference_options(args)
     batch = read_input(args, need_labels=True)
+    if batch.structure == "events":
+        return _fit_events(args, batch)
     K = int(batch.prediction.n_states)
     if args.alphabet is not None and len(args.alphabet) != K:
         raise InputError(f"--alphabet has {len(args.alphabet)} characters; the data has K = {K} labels")

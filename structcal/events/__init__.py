@@ -11,6 +11,7 @@ from .kinds import (
     Predicate,
     SpanEquals,
 )
+from .external import ExternalKind, external_events, object_outcomes, span_outcomes
 from .lexicon import Lexicon
 from .nodesets import NodeSetConstraints, NodeSetKind
 from .objects import AllObjectsFound, ObjectCountCorrect, ObjectEvents, object_table
@@ -26,6 +27,7 @@ __all__ = [
     "EventInstances",
     "EventKind",
     "EventTable",
+    "ExternalKind",
     "InLexicon",
     "LabelAt",
     "Lexicon",
@@ -38,6 +40,9 @@ __all__ = [
     "Predicate",
     "SpanEquals",
     "build_events",
+    "external_events",
+    "object_outcomes",
+    "span_outcomes",
     "entity_table",
     "object_table",
 ]
