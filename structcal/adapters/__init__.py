@@ -1,4 +1,5 @@
-"""Outside models -> ChainPotentials: CRFsuite, emission + transition CRFs, token classifiers.
+"""Outside models -> ChainPotentials: CRFsuite, emission + transition CRFs, token classifiers
+(Hugging Face ``transformers`` among them).
 
 Adapters only produce potentials (and read tag sets); optional dependencies
 (python-crfsuite, sklearn-crfsuite, torch) are imported lazily, when a function that needs
@@ -7,6 +8,7 @@ them is called.
 
 from .crfsuite import CRFsuiteModel, crfsuite_potentials
 from .emissions import emission_potentials
+from .huggingface import hf_entities, hf_potentials, hf_tag_names
 from .tagging import Chunks, TagScheme, token_classifier_potentials, word_scores
 
 __all__ = [
@@ -15,6 +17,9 @@ __all__ = [
     "TagScheme",
     "crfsuite_potentials",
     "emission_potentials",
+    "hf_entities",
+    "hf_potentials",
+    "hf_tag_names",
     "token_classifier_potentials",
     "word_scores",
 ]
