@@ -623,7 +623,10 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     shift_alpha : float, default=0.05
         Family-wise level of those tests (over the columns of a kind by permutation, over
         kinds by Bonferroni): on data like the recalibration data, at most this share of
-        batches is flagged.
+        batches is flagged. Batches of fewer than 10 groups (inputs, when no groups are
+        given) are not tested at predict time: so few cannot show a shift with any power,
+        so a flag there would be mostly chance, and would make a single input's forecast
+        flip between map and raw from call to call. :meth:`shift_test` tests any batch.
     shift_policy : {'fallback', 'warn'}, default='fallback'
         What a flagged batch changes: ``'fallback'`` uses the model's raw probability for
         the kinds whose fitted map reads a shifted column (isotonic: the raw probability;
@@ -771,6 +774,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
 
     #: at most this many inputs in the reference sample of the shift tests
     _SHIFT_CAP = 5000
+    #: fewest groups of new events that predict tests for shift
+    _SHIFT_MIN_GROUPS = 10
 
     def _kinds(self):
         kinds = [MAPEvent(), MarginalEvent()] if self.kinds is None else list(self.kinds)
@@ -1236,7 +1241,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         if self.shift_check:
             if item_group is None:
                 item_group = np.arange(int(table.item.max()) + 1 if table.n_events else 0)
-            test = self._shift_test(table, item_group[table.item])
+            event_group = item_group[table.item]
+            if np.unique(event_group).size >= self._SHIFT_MIN_GROUPS:
+                test = self._shift_test(table, event_group)
         fallback = {}
         policy = getattr(self, "shift_policy", "warn")
         forecast = np.empty(table.n_events)
