@@ -54,7 +54,7 @@ def shift():
     rows += ["", f"Default not worse than raw on {t['shift_pairs_not_worse_than_raw']} of "
              f"{t['shift_pairs']} shift settings; in distribution the target is met on "
              f"{t['in_distribution_met']} of {t['in_distribution_settings']}. Command: "
-             f"`{d['command']}` ({d['seconds'] / 60:.0f} minutes)."]
+             f"`{d['command']}` ({d['seconds'] / 60:.1f} minutes)."]
     return "\n".join(rows) + "\n"
 
 
@@ -76,10 +76,12 @@ def guarantees():
     rows += ["", "| miss control | alpha | mean realised miss rate | miss rate with every candidate | candidates accepted per group | met |",
              "|---|---|---|---|---|---|"]
     for name, v in d["miss"].items():
-        rows.append(f"| {name} | {v['alpha']} | {v['mean_miss_rate']:.3f} | "
+        status = v.get("status", "met" if v["target_met"] else "MISSED")
+        met = {"met": "yes", "MISSED": "**no**"}.get(status, "unattainable (warned)")
+        rows.append(f"| {name.rsplit(', ', 1)[0]} | {v['alpha']} | {v['mean_miss_rate']:.3f} | "
                     f"{v['mean_floor_all_candidates']:.3f} | "
-                    f"{v['mean_candidates_accepted_per_group']:.2f} | {'yes' if v['target_met'] else '**no**'} |")
-    rows += ["", f"Delta {d['delta']}. Command: `{d['command']}` ({d['seconds'] / 60:.0f} minutes)."]
+                    f"{v['mean_candidates_accepted_per_group']:.2f} | {met} |")
+    rows += ["", f"Delta {d['delta']}. Command: `{d['command']}` ({d['seconds'] / 60:.1f} minutes)."]
     return "\n".join(rows) + "\n"
 
 
