@@ -359,3 +359,44 @@ def test_shift_test_p_values_are_scipy_ks_2samp(n, m):
         np.testing.assert_allclose([stat[c], p[c]], [r.statistic, r.pvalue], rtol=1e-12, atol=1e-300)
     assert (stat[4], p[4]) == (0.0, 1.0)
     assert p[2] < 1e-3 < p[0]  # the shifted column
+
+
+def _near_duplicate_world(n_groups, copies, seed):
+    """Items in groups of near-copies whose MAP is right or wrong by group, not by score."""
+    rng = np.random.default_rng(seed)
+    K, T = 3, 4
+    base = rng.normal(scale=2.0, size=(n_groups, T, K))
+    right = rng.random(n_groups) < 0.5
+    scores, labels, groups = [], [], []
+    for g in range(n_groups):
+        for _ in range(copies):
+            s = base[g] + rng.normal(scale=1e-3, size=(T, K))
+            lab = s.argmax(axis=1)
+            if not right[g]:
+                lab = lab.copy()
+                lab[0] = (lab[0] + 1) % K
+            scores.append(s)
+            labels.append(lab)
+            groups.append(g)
+    pot = ChainPotentials.from_scores(np.concatenate(scores), lengths=[T] * len(scores),
+                                      transitions=np.zeros((K, K)))
+    return StructuredPrediction(pot), labels, np.asarray(groups)
+
+
+def test_grouped_cv_chooses_differently_on_near_duplicates():
+    # near-copies of an item share their outcome: with folds of items, the k-NN forecaster
+    # finds an item's copies in the other folds and "wins" the CV; with folds of groups it
+    # cannot, and the choice falls back on the raw probability's monotone map
+    pred, y, groups = _near_duplicate_world(60, 6, seed=1)
+    knn = KNNRegionForecaster(k_grid=[5, 10, 20])
+    kw = dict(kinds=[MAPEvent()], features=["phi_mp1", "phi_mg1"], forecaster=knn,
+              random_state=0, shift_check=False)
+    by_item = StructuredRecalibrator(**kw).fit(pred, y)
+    by_group = StructuredRecalibrator(**kw).fit(pred, y, groups=groups)
+    assert by_item.selection_["map"]["method"] == "forecaster"
+    assert by_group.selection_["map"]["method"] != "forecaster"
+    assert by_group.selection_["map"]["n_groups"] == 60 and by_item.selection_["map"]["n_groups"] == 360
+    # on new groups, the grouped choice is the better one
+    new, y_new, g_new = _near_duplicate_world(60, 6, seed=2)
+    brier = lambda r: float(np.mean((r.forecast - r.table.outcome) ** 2))  # noqa: E731
+    assert brier(by_group.predict(new, y_new)) < brier(by_item.predict(new, y_new)) - 0.02

@@ -73,3 +73,22 @@ def test_multiclass_study_quick():
     assert knn < m["raw"]["map_brier"]["mean"] - 5
     assert knn < m["one-vs-rest Platt (Zadrozny & Elkan)"]["map_brier"]["mean"]
     assert 0.65 < r["accuracy"] < 0.85
+
+
+@pytest.mark.slow
+def test_guarantees_hold_on_real_data():
+    # the guarantees on GUM, WNUT-17, OCR and BBBC039: 100 random calibration / test
+    # splits by group (the full study: 500, benchmarks/results/guarantees_study.json)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "guarantees_study.py"), "--splits", "100", "--json"],
+        capture_output=True, text=True, check=True, env=env,
+    )
+    r = json.loads(out.stdout)
+    for name, per in r["precision"].items():
+        for target, methods in per.items():
+            if isinstance(methods, dict) and "structcal" in methods:
+                # met in at least 1 - delta of the splits, up to the binomial interval
+                assert methods["structcal"]["met_rate_interval"][1] >= 1 - r["delta"], (name, target)
+    for name, v in r["miss"].items():
+        assert v["status"] != "MISSED", name
