@@ -700,3 +700,28 @@ def test_one_pass_input_checks_agree_with_the_numpy_path(dtype):
     yb[3] = 0.5
     with pytest.raises(ValueError, match=r"binary outcomes 0/1; got .*0\.5.* at index 3"):
         brier_decomposition(yb, p)
+
+
+@pytest.mark.parametrize("estimator", ["binned", "quantile", "kde", "debiased"])
+def test_group_bootstrap_of_duplicated_rows_matches_the_rows_bootstrap(estimator):
+    # every row copied 5 times, the copies one group: the grouped bootstrap is the row
+    # bootstrap of the distinct rows, while an ungrouped one is too narrow by about sqrt(5)
+    from structcal.metrics import binned_calibration_error, debiased_calibration_error, kde_calibration_error
+
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.05, 0.95, size=300)
+    y = (rng.uniform(size=300) < np.clip(p + 0.15, 0, 1)).astype(float)
+    fn = {"binned": lambda a, b: binned_calibration_error(a, b, n_bins=10),
+          "quantile": lambda a, b: binned_calibration_error(a, b, n_bins=10, strategy="quantile"),
+          "kde": lambda a, b: kde_calibration_error(a, b),
+          "debiased": lambda a, b: debiased_calibration_error(a, b, n_bins=10)}[estimator]
+    rows = fn(y, p).confidence_interval(n_resamples=400, random_state=0)
+    dup = fn(np.repeat(y, 5), np.repeat(p, 5))
+    if estimator != "debiased":  # (its bias correction counts rows)
+        assert dup.estimate == pytest.approx(fn(y, p).estimate, rel=1e-6, abs=1e-9)
+    grouped = dup.confidence_interval(n_resamples=400, random_state=0, groups=np.repeat(np.arange(300), 5))
+    naive = dup.confidence_interval(n_resamples=400, random_state=0)
+    assert grouped.standard_error == pytest.approx(rows.standard_error, rel=0.2)
+    assert naive.standard_error < 0.7 * grouped.standard_error
+    with pytest.raises(ParameterError, match="groups"):
+        dup.confidence_interval(groups=np.arange(3))

@@ -199,13 +199,13 @@ class CalibrationErrorResult:
 
     def confidence_interval(
         self, level=0.95, n_resamples=200, random_state=None, *, statistic="estimate",
-        method="recentred",
+        method="recentred", groups=None,
     ) -> ConfidenceInterval:
         """Bootstrap interval of the estimate (or of the maximum error).
 
-        Rows are resampled with replacement and the whole estimator is rerun on each
-        resample (equal-mass edges, logit ranges and bandwidths are recomputed), in
-        parallel compiled code.
+        Rows (or, with ``groups``, whole groups of rows) are resampled with replacement
+        and the whole estimator is rerun on each resample (equal-mass edges, logit ranges
+        and bandwidths are recomputed), in parallel compiled code for rows.
 
         **Construction.** Let ``m`` be the median of the ``n_resamples`` bootstrap
         estimates and ``q_lo, q_hi`` their ``(1 -+ level) / 2`` quantiles. The default
@@ -237,6 +237,10 @@ class CalibrationErrorResult:
             Which statistic to bootstrap.
         method : {"recentred", "percentile"}, default="recentred"
             How the interval is read from the bootstrap distribution (see above).
+        groups : array-like of shape (n_samples,), optional
+            Group of each row (document, image, writer): the bootstrap draws whole groups,
+            as many as there are, so that rows which are not independent (events of one
+            document) do not make the interval too narrow. Default: rows are independent.
 
         Returns
         -------
@@ -245,11 +249,44 @@ class CalibrationErrorResult:
         level, n_resamples, rng = check_bootstrap_args(level, n_resamples, random_state)
         statistic = check_statistic(statistic)
         method = check_option(method, "method", ("recentred", "percentile"))
-        seeds = bootstrap_seeds(rng, n_resamples)
-        est, mx = self._spec.bootstrap(seeds)
+        if groups is not None:
+            est, mx = _group_bootstrap(self._spec, groups, n_resamples, rng)
+        else:
+            seeds = bootstrap_seeds(rng, n_resamples)
+            est, mx = self._spec.bootstrap(seeds)
         values = est if statistic == "estimate" else mx
         point = self.estimate if statistic == "estimate" else self.max_error
         return bootstrap_interval(values, point, level, n_resamples, method, floor=0.0)
+
+
+def _group_bootstrap(spec, groups, n_resamples, rng):
+    """(estimate, max_error) of each resample that draws whole groups with replacement."""
+    import copy
+    from dataclasses import replace
+
+    columns = spec.columns
+    g = np.asarray(groups)
+    if g.ndim != 1 or g.shape[0] != columns.n_samples:
+        raise ParameterError(f"`groups` must have shape ({columns.n_samples},), one group per "
+                             f"row; got shape {g.shape}")
+    _, code = np.unique(g, return_inverse=True)
+    G = int(code.max()) + 1 if code.size else 0
+    base = columns.weights if columns.weights is not None else np.ones(columns.n_samples)
+    counts = rng.multinomial(G, np.full(G, 1.0 / max(G, 1)), size=n_resamples)
+    est = np.empty(n_resamples)
+    mx = np.empty(n_resamples)
+    for r in range(n_resamples):
+        w = base * counts[r, code]
+        if not (w > 0).any():  # every drawn group has zero weight: the resample is empty
+            est[r] = mx[r] = np.nan
+            continue
+        resample = copy.copy(spec)
+        resample.columns = replace(columns, weights=w)
+        _, e, m = resample.point()
+        e, m = resample.combine(e, m)
+        est[r], mx[r] = e, m
+    keep = ~np.isnan(est)
+    return est[keep], mx[keep]
 
 
 @dataclass(frozen=True)
