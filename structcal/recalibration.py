@@ -623,10 +623,11 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     shift_alpha : float, default=0.05
         Family-wise level of those tests (over the columns of a kind by permutation, over
         kinds by Bonferroni): on data like the recalibration data, at most this share of
-        batches is flagged. Batches of fewer than 10 groups (inputs, when no groups are
-        given) are not tested at predict time: so few cannot show a shift with any power,
-        so a flag there would be mostly chance, and would make a single input's forecast
-        flip between map and raw from call to call. :meth:`shift_test` tests any batch.
+        batches is flagged. Batches of fewer than 5 groups (inputs, when no groups are
+        given) are not tested at predict time: a flag on one to four documents says
+        little about a distribution, and would make the forecasts of a service that
+        predicts an input at a time flip between map and raw from call to call.
+        :meth:`shift_test` tests any batch.
     shift_policy : {'fallback', 'warn'}, default='fallback'
         What a flagged batch changes: ``'fallback'`` uses the model's raw probability for
         the kinds whose fitted map reads a shifted column (isotonic: the raw probability;
@@ -775,7 +776,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     #: at most this many inputs in the reference sample of the shift tests
     _SHIFT_CAP = 5000
     #: fewest groups of new events that predict tests for shift
-    _SHIFT_MIN_GROUPS = 10
+    _SHIFT_MIN_GROUPS = 5
 
     def _kinds(self):
         kinds = [MAPEvent(), MarginalEvent()] if self.kinds is None else list(self.kinds)
