@@ -105,6 +105,23 @@ def test_perfect_and_useless_forecasters():
     # sure and wrong: infinite log loss, no NaN
     ll = log_loss_decomposition([1], [0.0], n_bins=1)
     assert ll.log_loss == np.inf and ll.reliability == np.inf
+    assert ll.within_bin == 0.0
+
+
+def test_log_loss_remainder_with_a_sure_and_wrong_bucket():
+    # the bucket of forecasts 0 carries the infinite loss; the remainder comes from the
+    # other buckets alone, as if the sure bucket were a perfect-sharpness constant one
+    y = np.array([1, 0, 1, 0, 1, 1])
+    p = np.array([0.0, 0.0, 0.51, 0.59, 0.55, 0.9])
+    ll = log_loss_decomposition(y, p)
+    assert ll.log_loss == np.inf and ll.reliability == np.inf
+    rest = log_loss_decomposition(y[2:], p[2:])
+    assert np.isfinite(rest.within_bin) and rest.within_bin > 0
+    assert ll.within_bin == pytest.approx(rest.within_bin * 4 / 6, rel=1e-12)
+    # a zero weight removes a sure-and-wrong forecast: finite loss, no NaN
+    w = np.array([0.0, 1, 1, 1, 1, 1])
+    ll = log_loss_decomposition(y, p, sample_weight=w)
+    assert np.isfinite(ll.log_loss) and np.isfinite(ll.within_bin)
 
 
 def test_empty_bins_are_nan_in_the_table_and_skipped():

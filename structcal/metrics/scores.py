@@ -254,6 +254,19 @@ def _entropy(t):
     return -(_xlogy_ratio(t, 1.0) + _xlogy_ratio(1.0 - t, 1.0))
 
 
+def _log_loss_within_bins(p, y, w, losses, edges, strategy, nonempty, frac, t, kl):
+    bins = _kernels.bin_index(p, edges, strategy == "uniform")
+    n_bins = edges.shape[0] - 1
+    ww = np.ones_like(p) if w is None else w
+    loss_sum = np.bincount(bins, weights=ww * losses, minlength=n_bins)[nonempty]
+    weight_sum = np.bincount(bins, weights=ww, minlength=n_bins)[nonempty]
+    cross_entropy = _entropy(t) + kl
+    finite = np.isfinite(cross_entropy)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        terms = frac * (loss_sum / weight_sum - cross_entropy)
+    return float(np.sum(terms[finite]))
+
+
 def log_loss_decomposition(
     y_true, y_prob, *, n_bins=10, strategy="uniform", sample_weight=None
 ) -> LogLossDecomposition:
@@ -302,12 +315,21 @@ def log_loss_decomposition(
     ybar = stats[_kernels.STAT_Y].sum() / total
     with np.errstate(divide="ignore"):
         losses = np.where(y == 1.0, -np.log(p), -np.log1p(-p))
+    if w is not None:  # a weight of 0 removes a forecast, infinite loss included
+        losses = np.where(w > 0, losses, 0.0)
     ll = float(np.average(losses, weights=w)) if w is not None else float(losses.mean())
-    rel = float(np.sum(frac * _kl_bernoulli(t, f)))
+    kl = _kl_bernoulli(t, f)
+    rel = float(np.sum(frac * kl))
     res = float(np.sum(frac * _kl_bernoulli(t, np.full_like(t, ybar))))
     unc = float(_entropy(np.array([ybar]))[0])
     with np.errstate(invalid="ignore"):
         within = ll - (rel - res + unc)
+    if np.isnan(within):
+        # Both losses infinite: a bucket whose mean forecast is 0 or 1 and whose outcomes
+        # disagree. Its forecasts are all equal to that mean, so its share of the
+        # remainder is 0; the remainder is summed over the other buckets.
+        within = _log_loss_within_bins(p, y, w, losses, edges, strategy, nonempty, frac,
+                                       t, kl)
     return LogLossDecomposition(
         log_loss=ll,
         reliability=rel,
