@@ -19,6 +19,7 @@ from .calibration import (
     reliability_curve,
     silverman_bandwidth,
 )
+from .objects import ObjectCalibration, object_calibration
 from .scores import (
     BrierDecomposition,
     LogLossDecomposition,
@@ -32,6 +33,7 @@ __all__ = [
     "ConfidenceInterval",
     "LocalCalibration",
     "LogLossDecomposition",
+    "ObjectCalibration",
     "ReliabilityCurve",
     "ReliabilityTable",
     "SparseBinsWarning",
@@ -42,6 +44,7 @@ __all__ = [
     "kde_calibration_error",
     "local_calibration_error",
     "log_loss_decomposition",
+    "object_calibration",
     "reliability_curve",
     "silverman_bandwidth",
 ]

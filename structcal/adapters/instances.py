@@ -1,0 +1,650 @@
+"""A segmentation network's outputs -> object events: probability maps and instance masks.
+
+Instance segmenters (U-Nets, Cellpose, StarDist, Mask R-CNN) give, per image, a
+per-pixel class-probability map (or logits) and instance masks as a label image
+(``0`` = no object, ``k > 0`` = the pixels of object ``k``). What they report as an
+object's confidence (the mean probability inside the mask) is not the probability of
+anything checkable. :func:`map_objects` turns each object into an event *"this object
+matches a gold object of its class at IoU >= 0.5"* with the network's own score as the
+``raw`` feature, the object features structcal computes for its own objects, and (given
+the gold masks) the outcome and the gold objects nobody found. The events are an
+ordinary :class:`~structcal.events.EventTable` (built by
+:func:`~structcal.events.external_events`), so they go through the same
+:meth:`~structcal.StructuredRecalibrator.fit_events`, reports and guarantees as
+structcal's own events.
+
+Label images are read and written as PNG/TIFF (through Pillow; TIFF through ``tifffile``
+when it is installed) or ``.npy``; :func:`to_coco` and :func:`from_coco` convert to and
+from COCO-style instance lists (run-length encoded masks, compressed or not, and
+polygons).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._validation import describe
+from ..exceptions import ParameterError, ParameterTypeError
+
+__all__ = [
+    "MapObjects",
+    "from_coco",
+    "instances_from_map",
+    "map_objects",
+    "match_instances",
+    "read_label_image",
+    "to_coco",
+    "write_label_image",
+]
+
+#: Object features computed from the probability map (besides ``raw``), in column order.
+MAP_OBJECT_FEATURES = ("set_size", "set_min_marginal", "set_low_share", "boundary_mean",
+                       "boundary_contrast", "perimeter_ratio")
+
+
+# ---------------------------------------------------------------------------------------
+# input checks
+
+
+def _as_list(x, name):
+    if isinstance(x, np.ndarray):
+        return list(x)
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    raise ParameterTypeError(f"`{name}` must be a list of per-image arrays or a stacked "
+                             f"array; got {describe(x)}")
+
+
+def _label_image(lab, name, shape=None):
+    a = np.asarray(lab)
+    if a.ndim != 2 or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        raise ParameterError(f"`{name}` must be a 2-d integer label image; got "
+                             f"{describe(lab)}")
+    if shape is not None and a.shape != shape:
+        raise ParameterError(f"`{name}` has shape {a.shape}; its map has {shape}")
+    a = a.astype(np.int64)
+    if a.size and a.min() < 0:
+        raise ParameterError(f"`{name}` holds negative labels (0 = no object, k > 0 = object k)")
+    return a
+
+
+def _prob_map(m, name, logits):
+    a = np.asarray(m, dtype=np.float64)
+    if a.ndim == 2:  # foreground probability (or logit)
+        if logits:
+            a = 1.0 / (1.0 + np.exp(-np.clip(a, -745.0, 745.0)))
+        a = np.stack([1.0 - a, a], axis=-1)
+    elif a.ndim == 3:
+        if a.shape[-1] < 2:
+            raise ParameterError(f"`{name}` must have at least 2 classes (background "
+                                 f"first) on its last axis; got shape {a.shape}")
+        if logits:
+            a = a - a.max(axis=-1, keepdims=True)
+            a = np.exp(a)
+            a /= a.sum(axis=-1, keepdims=True)
+    else:
+        raise ParameterError(f"`{name}` must be (H, W) or (H, W, n_classes); got shape "
+                             f"{a.shape}")
+    if not np.isfinite(a).all():
+        raise ParameterError(f"`{name}` holds non-finite values")
+    if not logits:
+        if (a < 0).any() or (a > 1).any():
+            raise ParameterError(f"`{name}` must hold probabilities in [0, 1] (pass "
+                                 "logits=True for logits)")
+        s = a.sum(axis=-1)
+        if np.abs(s - 1.0).max() > 1e-6:
+            raise ParameterError(f"`{name}`: class probabilities must sum to 1 per pixel "
+                                 f"(largest deviation {np.abs(s - 1.0).max():.3g})")
+    return a
+
+
+def _class_of(classes, n_inst, name):
+    c = np.asarray(classes)
+    if c.ndim != 1 or c.shape[0] < n_inst + 1 or not np.issubdtype(c.dtype, np.integer):
+        raise ParameterError(f"`{name}` must be an int array indexed by instance id "
+                             f"(length >= {n_inst + 1}); got {describe(classes)}")
+    return c.astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------
+# instances and matching
+
+
+def instances_from_map(prob_map, *, background=0, logits=False, connectivity=4):
+    """Instances of a probability map: connected components of each class of its argmax.
+
+    Parameters
+    ----------
+    prob_map : array-like of shape (H, W) or (H, W, n_classes)
+        Per-pixel foreground probability, or class probabilities (background at
+        ``background``).
+    background : int, default=0
+    logits : bool, default=False
+        Whether ``prob_map`` holds logits (a softmax, or a sigmoid for a 2-d map).
+    connectivity : {4, 8}, default=4
+
+    Returns
+    -------
+    labels : ndarray of shape (H, W), int64
+        0 outside objects, ``1..n`` for the objects (ordered by class, then first pixel).
+    classes : ndarray of shape (n + 1,), int64
+        The class of each instance id (``classes[0] = background``).
+    """
+    from scipy import ndimage as ndi
+
+    if connectivity not in (4, 8):
+        raise ParameterError(f"`connectivity` must be 4 or 8; got {connectivity!r}")
+    p = _prob_map(prob_map, "prob_map", logits)
+    arg = p.argmax(axis=-1)
+    structure = ndi.generate_binary_structure(2, 1 if connectivity == 4 else 2)
+    labels = np.zeros(arg.shape, dtype=np.int64)
+    classes = [background]
+    for c in range(p.shape[-1]):
+        if c == background:
+            continue
+        lab, n = ndi.label(arg == c, structure=structure)
+        labels[lab > 0] = lab[lab > 0] + len(classes) - 1
+        classes.extend([c] * n)
+    return labels, np.asarray(classes, dtype=np.int64)
+
+
+def match_instances(labels, gold, *, classes=None, gold_classes=None, iou_threshold=0.5):
+    """Match the objects of one image to gold objects: best IoU and matches at a threshold.
+
+    Parameters
+    ----------
+    labels, gold : array-like of shape (H, W), int
+        Predicted and gold instance label images (0 = no object).
+    classes, gold_classes : array-like of int, optional
+        Class of each instance id (index 0 unused); default: one class for all.
+    iou_threshold : float, default=0.5
+        In [0.5, 1]: at 0.5 or above an object can match at most one gold object.
+
+    Returns
+    -------
+    best_iou : ndarray of shape (n_labels + 1,)
+        Largest IoU of each predicted instance id with a gold object of its class
+        (index 0 unused, 0 for ids absent from the image).
+    matched : ndarray of bool, shape (n_labels + 1,)
+        ``best_iou >= iou_threshold``.
+    gold_found : ndarray of bool, shape (n_gold + 1,)
+        Whether each gold id is matched (index 0 unused; ids absent from ``gold`` count
+        as found, they are no objects).
+    """
+    if not (0.5 <= float(iou_threshold) <= 1.0):
+        raise ParameterError(f"`iou_threshold` must be in [0.5, 1]; got {iou_threshold!r}")
+    lab = _label_image(labels, "labels")
+    gld = _label_image(gold, "gold", lab.shape)
+    n_p, n_g = int(lab.max(initial=0)), int(gld.max(initial=0))
+    cls = np.ones(n_p + 1, np.int64) if classes is None else _class_of(classes, n_p, "classes")
+    gcls = (np.ones(n_g + 1, np.int64) if gold_classes is None
+            else _class_of(gold_classes, n_g, "gold_classes"))
+    a, b = lab.reshape(-1), gld.reshape(-1)
+    area_p = np.bincount(a, minlength=n_p + 1)
+    area_g = np.bincount(b, minlength=n_g + 1)
+    both = (a > 0) & (b > 0)
+    pair = a[both] * (n_g + 1) + b[both]
+    codes, inter = np.unique(pair, return_counts=True)
+    pi, gi = codes // (n_g + 1), codes % (n_g + 1)
+    same = cls[pi] == gcls[gi]
+    pi, gi, inter = pi[same], gi[same], inter[same]
+    iou = inter / (area_p[pi] + area_g[gi] - inter)
+    best = np.zeros(n_p + 1)
+    np.maximum.at(best, pi, iou)
+    thr = float(iou_threshold)
+    hit = iou >= thr
+    matched = best >= thr
+    matched[0] = False
+    gold_found = area_g == 0
+    gold_found[gi[hit]] = True
+    return best, matched, gold_found
+
+
+# ---------------------------------------------------------------------------------------
+# object events from a map
+
+
+@dataclass(frozen=True, eq=False)
+class MapObjects:
+    """Object events of a batch of images (from :func:`map_objects`).
+
+    Attributes
+    ----------
+    table : EventTable
+        One event per object (kind ``kind``), features ``raw`` (the network's score: the
+        mean probability of the object's class inside its mask) and
+        ``MAP_OBJECT_FEATURES``; ``label`` holds the class, ``members`` the pixel indices
+        (row-major), ``outcome`` (with gold) whether it matches a gold object.
+    instance_id : ndarray of shape (n_events,)
+        The object's id in its image's label image.
+    best_iou : ndarray of shape (n_events,) or None
+        Largest IoU with a gold object of the class (with gold).
+    n_gold : ndarray of shape (n_images,) or None
+        Gold objects per image (with gold).
+    n_missed : ndarray of shape (n_images,) or None
+        Gold objects per image that no object matches (with gold).
+    labels : list of ndarray
+        The instance label image of each image (given or derived from the map).
+    """
+
+    table: object
+    instance_id: np.ndarray
+    best_iou: np.ndarray | None
+    n_gold: np.ndarray | None
+    n_missed: np.ndarray | None
+    labels: list
+
+    def __len__(self):
+        return len(self.table)
+
+
+def _object_features(p, lab, cls, n):
+    """Per instance id 1..n: raw score and the map features of MAP_OBJECT_FEATURES."""
+    H, W = lab.shape
+    flat = lab.reshape(-1)
+    inside = flat > 0
+    own = np.zeros(flat.shape[0])
+    pf = p.reshape(-1, p.shape[-1])
+    own[inside] = pf[np.flatnonzero(inside), cls[flat[inside]]]
+    area = np.bincount(flat, minlength=n + 1).astype(np.float64)
+    mean = np.bincount(flat, weights=own, minlength=n + 1) / np.maximum(area, 1)
+    low = np.bincount(flat, weights=(own < 0.5) & inside, minlength=n + 1) / np.maximum(area, 1)
+    mins = np.ones(n + 1)
+    np.minimum.at(mins, flat[inside], own[inside])
+    # outer boundary: pixels outside the object 4-adjacent to it (each counted once)
+    idx = np.arange(H * W).reshape(H, W)
+    owners, pixels = [], []
+    edges = np.zeros(n + 1)
+    for a_sl, b_sl in (((slice(None), slice(1, None)), (slice(None), slice(None, -1))),
+                       ((slice(None), slice(None, -1)), (slice(None), slice(1, None))),
+                       ((slice(1, None), slice(None)), (slice(None, -1), slice(None))),
+                       ((slice(None, -1), slice(None)), (slice(1, None), slice(None)))):
+        la, lb = lab[a_sl].reshape(-1), lab[b_sl].reshape(-1)
+        cross = (la > 0) & (la != lb)
+        owners.append(la[cross])
+        pixels.append(idx[b_sl].reshape(-1)[cross])
+        edges += np.bincount(la[cross], minlength=n + 1)
+    # the image border is boundary too (for the perimeter), with no pixel outside
+    for border in (lab[0], lab[-1], lab[:, 0], lab[:, -1]):
+        edges += np.bincount(border, minlength=n + 1)
+    o, px = np.concatenate(owners), np.concatenate(pixels)
+    code = np.unique(o * (H * W) + px)
+    o, px = code // (H * W), code % (H * W)
+    out_p = pf[px, cls[o]]
+    n_b = np.bincount(o, minlength=n + 1)
+    bmean = np.bincount(o, weights=out_p, minlength=n + 1) / np.maximum(n_b, 1)
+    bmean[n_b == 0] = 0.0
+    ids = slice(1, n + 1)
+    feats = np.column_stack([
+        area[ids], mins[ids], low[ids], bmean[ids], (mean - bmean)[ids],
+        edges[ids] / np.maximum(area[ids], 1.0),
+    ])
+    return np.clip(mean[ids], 0.0, 1.0), feats
+
+
+def map_objects(prob_maps, instances=None, *, classes=None, gold=None, gold_classes=None,
+                logits=False, background=0, iou_threshold=0.5, kind="object",
+                connectivity=4):
+    """Object events from a segmentation network's probability maps and instance masks.
+
+    Parameters
+    ----------
+    prob_maps : sequence of array-like of shape (H, W) or (H, W, n_classes)
+        Per image, the foreground probability or class probabilities (background at
+        index ``background``); logits with ``logits=True``. Images may differ in size.
+    instances : sequence of array-like of shape (H, W), int, optional
+        Per image, the network's instance label image (0 = none, ``k > 0`` = object
+        ``k``; ids need not be contiguous). Default: the connected components of each
+        class of the map's argmax (:func:`instances_from_map`).
+    classes : sequence of array-like of int, optional
+        Per image, the class of each instance id (indexed by id). Default: the class
+        with the largest mean probability inside the mask.
+    gold : sequence of array-like of shape (H, W), int, optional
+        Per image, the gold instance label image: gives outcomes, best IoUs and the gold
+        objects nobody found.
+    gold_classes : sequence of array-like of int, optional
+        Per image, the class of each gold id (default: class 1 for all, the foreground
+        of a 2-class map).
+    logits : bool, default=False
+    background : int, default=0
+    iou_threshold : float, default=0.5
+        In [0.5, 1].
+    kind : str, default="object"
+        The event kind's name.
+    connectivity : {4, 8}, default=4
+        Of the instances derived from the map.
+
+    Returns
+    -------
+    MapObjects
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from structcal.adapters import map_objects
+    >>> prob = np.zeros((6, 6)); prob[1:3, 1:3] = 0.9; prob[4:6, 3:6] = 0.6
+    >>> gold = np.zeros((6, 6), int); gold[1:3, 1:3] = 1
+    >>> objs = map_objects([prob], gold=[gold])
+    >>> objs.table.raw.round(2).tolist(), objs.table.outcome.tolist(), objs.n_missed.tolist()
+    ([0.9, 0.6], [True, False], [0])
+    """
+    from ..events.external import external_events
+
+    maps = _as_list(prob_maps, "prob_maps")
+    n_img = len(maps)
+    insts = None if instances is None else _as_list(instances, "instances")
+    golds = None if gold is None else _as_list(gold, "gold")
+    for name, seq in (("instances", insts), ("gold", golds),
+                      ("classes", classes), ("gold_classes", gold_classes)):
+        if seq is not None and len(seq) != n_img:
+            raise ParameterError(f"`{name}` must hold one entry per image ({n_img}); got "
+                                 f"{len(seq)}")
+    items, raws, feats, cls_out, members, ids, bests, outcomes = [], [], [], [], [], [], [], []
+    labels_out = []
+    n_gold = np.zeros(n_img, np.int64) if golds is not None else None
+    n_missed = np.zeros(n_img, np.int64) if golds is not None else None
+    for i, m in enumerate(maps):
+        p = _prob_map(m, f"prob_maps[{i}]", logits)
+        if not 0 <= background < p.shape[-1]:
+            raise ParameterError(f"`background` must be a class of the map (< "
+                                 f"{p.shape[-1]}); got {background!r}")
+        if insts is None:
+            lab, cls = instances_from_map(p, background=background, connectivity=connectivity)
+        else:
+            lab = _label_image(insts[i], f"instances[{i}]", p.shape[:2])
+            cls = None
+        present = np.unique(lab)
+        present = present[present > 0]
+        n = int(lab.max(initial=0))
+        if classes is not None:
+            cls = _class_of(classes[i], n, f"classes[{i}]")
+        elif cls is None:
+            pf = p.reshape(-1, p.shape[-1])
+            sums = np.zeros((n + 1, p.shape[-1]))
+            np.add.at(sums, lab.reshape(-1), pf)
+            sums[:, background] = -np.inf
+            cls = sums.argmax(axis=1)
+            cls[0] = background
+        if present.size and ((cls[present] < 0).any() or (cls[present] >= p.shape[-1]).any()
+                             or (cls[present] == background).any()):
+            raise ParameterError(f"`classes[{i}]` gives an object the background class or a "
+                                 f"class outside the map's {p.shape[-1]}")
+        raw, f = _object_features(p, lab, cls, n)
+        order = np.argsort(lab.reshape(-1), kind="stable")
+        starts = np.searchsorted(lab.reshape(-1)[order], present)
+        ends = np.searchsorted(lab.reshape(-1)[order], present, side="right")
+        members.extend(order[s:e] for s, e in zip(starts, ends))
+        items.append(np.full(present.size, i, np.int64))
+        raws.append(raw[present - 1])
+        feats.append(f[present - 1])
+        cls_out.append(cls[present])
+        ids.append(present)
+        labels_out.append(lab)
+        if golds is not None:
+            g = _label_image(golds[i], f"gold[{i}]", lab.shape)
+            gc = None if gold_classes is None else gold_classes[i]
+            best, matched, found = match_instances(lab, g, classes=cls, gold_classes=gc,
+                                                   iou_threshold=iou_threshold)
+            g_present = np.unique(g)
+            g_present = g_present[g_present > 0]
+            n_gold[i] = g_present.size
+            n_missed[i] = int((~found[g_present]).sum())
+            bests.append(best[present])
+            outcomes.append(matched[present])
+    cat = (lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt))
+    X = np.concatenate(feats) if feats else np.zeros((0, len(MAP_OBJECT_FEATURES)))
+    table = external_events(
+        cat(items, np.int64), kind=kind, raw=cat(raws, np.float64),
+        features={name: X[:, j] for j, name in enumerate(MAP_OBJECT_FEATURES)},
+        outcome=None if golds is None else cat(outcomes, bool),
+        label=cat(cls_out, np.int64), members=members, n_items=n_img,
+    )
+    return MapObjects(
+        table=table, instance_id=cat(ids, np.int64),
+        best_iou=None if golds is None else cat(bests, np.float64),
+        n_gold=n_gold, n_missed=n_missed, labels=labels_out,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# label images on disk
+
+
+def read_label_image(path) -> np.ndarray:
+    """Read a label image (PNG, TIFF or ``.npy``) as a 2-d int64 array.
+
+    PNG and TIFF need Pillow (TIFF uses ``tifffile`` when it is installed, for 32-bit
+    labels). Colour images are refused (labels are single-channel).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        a = np.load(path, allow_pickle=False)
+    elif suffix in (".tif", ".tiff") and _has("tifffile"):
+        import tifffile
+
+        a = tifffile.imread(path)
+    elif suffix in (".png", ".tif", ".tiff"):
+        Image = _pillow()
+        with Image.open(path) as im:
+            if im.mode not in ("1", "L", "I", "I;16", "I;16B", "I;16L", "P"):
+                raise ParameterError(f"{path}: a label image must be single-channel; got "
+                                     f"mode {im.mode!r}")
+            a = np.asarray(im)
+    else:
+        raise ParameterError(f"`path` must end in .png, .tif, .tiff or .npy; got {path.name!r}")
+    return _label_image(a, str(path))
+
+
+def write_label_image(path, labels) -> None:
+    """Write a label image as PNG (8- or 16-bit; up to 65535 objects), TIFF or ``.npy``.
+
+    Nothing is truncated: more ids than the format holds is an error.
+    """
+    path = Path(path)
+    lab = _label_image(labels, "labels")
+    top = int(lab.max(initial=0))
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        np.save(path, lab, allow_pickle=False)
+        return
+    if suffix in (".tif", ".tiff") and _has("tifffile"):
+        import tifffile
+
+        tifffile.imwrite(path, lab.astype(np.uint32 if top > 65535 else np.uint16))
+        return
+    if suffix not in (".png", ".tif", ".tiff"):
+        raise ParameterError(f"`path` must end in .png, .tif, .tiff or .npy; got {path.name!r}")
+    if top > 65535:
+        raise ParameterError(f"{path.name}: {top} ids do not fit a 16-bit image; use .npy or "
+                             "install tifffile for 32-bit TIFF")
+    Image = _pillow()
+    if top <= 255:
+        Image.fromarray(lab.astype(np.uint8), mode="L").save(path)
+    else:
+        Image.fromarray(lab.astype(np.uint16)).save(path)
+
+
+def _has(module):
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _pillow():
+    try:
+        from PIL import Image
+    except ImportError as exc:  # pragma: no cover - Pillow comes with matplotlib
+        raise ImportError("reading and writing PNG/TIFF label images needs Pillow "
+                          "(pip install pillow)") from exc
+    return Image
+
+
+# ---------------------------------------------------------------------------------------
+# COCO-style instance lists
+
+
+def _rle_counts(mask_fortran):
+    """Run lengths of a flat 0/1 array, starting with a run of zeros."""
+    v = mask_fortran.astype(np.int8)
+    change = np.flatnonzero(np.diff(v)) + 1
+    bounds = np.concatenate([[0], change, [v.size]])
+    counts = np.diff(bounds).tolist()
+    if v.size and v[0] == 1:
+        counts = [0] + counts
+    return counts
+
+
+def _rle_string(counts):
+    """COCO's compressed RLE string (LEB128-like, 5 bits per char, deltas after the 3rd)."""
+    out = []
+    for i, x in enumerate(counts):
+        if i > 2:
+            x -= counts[i - 2]
+        more = True
+        while more:
+            c = x & 0x1F
+            x >>= 5
+            more = (x != -1) if (c & 0x10) else (x != 0)
+            if more:
+                c |= 0x20
+            out.append(chr(c + 48))
+    return "".join(out)
+
+
+def _rle_from_string(s):
+    counts = []
+    p = 0
+    while p < len(s):
+        x, k, more = 0, 0, True
+        while more:
+            c = ord(s[p]) - 48
+            x |= (c & 0x1F) << (5 * k)
+            more = bool(c & 0x20)
+            p += 1
+            k += 1
+            if not more and (c & 0x10):
+                x |= -1 << (5 * k)
+        if len(counts) > 2:
+            x += counts[-2]
+        counts.append(x)
+    return counts
+
+
+def _decode_rle(counts, shape):
+    h, w = shape
+    if isinstance(counts, (str, bytes)):
+        counts = _rle_from_string(counts.decode() if isinstance(counts, bytes) else counts)
+    counts = np.asarray(counts, dtype=np.int64)
+    if (counts < 0).any() or counts.sum() != h * w:
+        raise ParameterError(f"RLE counts sum to {int(counts.sum())}, not {h} x {w} = {h * w}")
+    vals = np.arange(counts.size) % 2
+    return np.repeat(vals, counts).astype(bool).reshape((w, h)).T
+
+
+def to_coco(labels, *, classes=None, scores=None, image_id=0, compressed=True) -> list:
+    """A label image as COCO-style annotations (one dict per object).
+
+    Parameters
+    ----------
+    labels : array-like of shape (H, W), int
+        Instance label image (0 = none).
+    classes : array-like of int, optional
+        Class of each instance id (``category_id``; default 1).
+    scores : array-like of float, optional
+        A confidence per instance id (indexed by id), written as ``score`` (e.g.
+        calibrated probabilities).
+    image_id : int, default=0
+    compressed : bool, default=True
+        Compressed RLE strings (as pycocotools writes) or lists of run lengths.
+
+    Returns
+    -------
+    list of dict
+        Keys ``image_id``, ``id`` (the instance id), ``category_id``, ``segmentation``
+        (``{"size": [H, W], "counts": ...}``, column-major runs as COCO defines them),
+        ``area``, ``bbox`` (``[x, y, width, height]``), ``iscrowd`` and, with scores,
+        ``score``.
+    """
+    lab = _label_image(labels, "labels")
+    h, w = lab.shape
+    n = int(lab.max(initial=0))
+    cls = np.ones(n + 1, np.int64) if classes is None else _class_of(classes, n, "classes")
+    sc = None
+    if scores is not None:
+        sc = np.asarray(scores, dtype=np.float64)
+        if sc.ndim != 1 or sc.shape[0] < n + 1:
+            raise ParameterError(f"`scores` must be indexed by instance id (length >= {n + 1})")
+    out = []
+    for k in np.unique(lab):
+        if k == 0:
+            continue
+        mask = lab == k
+        counts = _rle_counts(mask.T.reshape(-1))
+        rows, cols = np.nonzero(mask)
+        ann = {
+            "image_id": int(image_id), "id": int(k), "category_id": int(cls[k]),
+            "segmentation": {"size": [h, w],
+                             "counts": _rle_string(counts) if compressed else counts},
+            "area": int(mask.sum()),
+            "bbox": [int(cols.min()), int(rows.min()), int(cols.max() - cols.min() + 1),
+                     int(rows.max() - rows.min() + 1)],
+            "iscrowd": 0,
+        }
+        if sc is not None:
+            ann["score"] = float(sc[k])
+        out.append(ann)
+    return out
+
+
+def from_coco(annotations, shape) -> tuple[np.ndarray, np.ndarray]:
+    """COCO-style annotations of one image -> an instance label image and classes.
+
+    Parameters
+    ----------
+    annotations : list of dict
+        Each with ``segmentation`` (RLE, compressed or not, or polygons
+        ``[[x1, y1, x2, y2, ...], ...]``; polygons need Pillow) and ``category_id``.
+        Objects get ids ``1..n`` in list order; where masks overlap, the later one wins.
+    shape : tuple of int
+        ``(H, W)`` of the image.
+
+    Returns
+    -------
+    labels : ndarray of shape (H, W), int64
+    classes : ndarray of shape (n + 1,), int64
+        ``classes[k]`` is the category of object ``k`` (``classes[0] = 0``).
+    """
+    h, w = (int(s) for s in shape)
+    lab = np.zeros((h, w), dtype=np.int64)
+    classes = [0]
+    for j, ann in enumerate(annotations):
+        if not isinstance(ann, dict) or "segmentation" not in ann:
+            raise ParameterError(f"annotations[{j}] must be a dict with a 'segmentation'")
+        seg = ann["segmentation"]
+        if isinstance(seg, dict):
+            size = tuple(int(s) for s in seg.get("size", (h, w)))
+            if size != (h, w):
+                raise ParameterError(f"annotations[{j}]: RLE size {size} differs from {(h, w)}")
+            mask = _decode_rle(seg["counts"], (h, w))
+        elif isinstance(seg, list):
+            Image = _pillow()
+            from PIL import ImageDraw
+
+            im = Image.new("L", (w, h), 0)
+            draw = ImageDraw.Draw(im)
+            for poly in seg:
+                xy = [float(v) for v in poly]
+                if len(xy) < 6 or len(xy) % 2:
+                    raise ParameterError(f"annotations[{j}]: a polygon needs >= 3 (x, y) pairs")
+                draw.polygon(xy, outline=1, fill=1)
+            mask = np.asarray(im, dtype=bool)
+        else:
+            raise ParameterError(f"annotations[{j}]['segmentation'] must be RLE or polygons; "
+                                 f"got {describe(seg)}")
+        lab[mask] = len(classes)
+        classes.append(int(ann.get("category_id", 1)))
+    return lab, np.asarray(classes, dtype=np.int64)
