@@ -394,7 +394,9 @@ def map_objects(prob_maps, instances=None, *, classes=None, gold=None, gold_clas
             n_missed[i] = int((~found[g_present]).sum())
             bests.append(best[present])
             outcomes.append(matched[present])
-    cat = (lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt))
+    def cat(parts, dt):
+        return np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
+
     X = np.concatenate(feats) if feats else np.zeros((0, len(MAP_OBJECT_FEATURES)))
     table = external_events(
         cat(items, np.int64), kind=kind, raw=cat(raws, np.float64),
@@ -546,7 +548,7 @@ def _decode_rle(counts, shape):
 
 
 def to_coco(labels, *, classes=None, scores=None, image_id=0, compressed=True) -> list:
-    """A label image as COCO-style annotations (one dict per object).
+    """Convert a label image to COCO-style annotations (one dict per object).
 
     Parameters
     ----------

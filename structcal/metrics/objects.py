@@ -97,7 +97,10 @@ def object_calibration(y_prob, matched, n_missed=0, *, groups=None) -> ObjectCal
     >>> round(r.recall, 3), round(r.brier, 4), round(r.expected_matched, 2)
     (0.667, 0.2725, 1.9)
     """
-    p = np.asarray(y_prob, dtype=np.float64) if np.size(y_prob) == 0 else check_probabilities(y_prob)
+    if np.size(y_prob) == 0:
+        p = np.asarray(y_prob, dtype=np.float64).reshape(-1)
+    else:
+        p = check_probabilities(y_prob)
     if p.ndim != 1:
         raise ParameterError(f"`y_prob` must be 1-d (one confidence per object); got shape "
                              f"{p.shape}")
