@@ -130,10 +130,70 @@ def ner():
     return "\n".join(rows) + "\n"
 
 
+def _conf_rows(conf):
+    rows = ["| confidence | Brier x100 [95% interval over documents / images] | calibration error [95% interval] |",
+            "|---|---|---|"]
+    for k, c in conf.items():
+        b, bi = c["brier_x100"], c["brier_interval_x100"]
+        e, ei = c["calibration_error"], c["calibration_error_interval"]
+        rows.append(f"| {k} | {b:.2f} [{bi[0]:.2f}, {bi[1]:.2f}] | {e:.3f} [{ei[0]:.3f}, {ei[1]:.3f}] |")
+    return rows
+
+
+def _chose(d):
+    return ", ".join(f"{k}: {v}" for k, v in d["recalibration"].items())
+
+
+def neural():
+    d = _load("neural_tagger_study.json")
+    if d is None:
+        return _missing("neural_tagger_study.json", "python benchmarks/neural_tagger_study.py "
+                        "--out benchmarks/results/neural_tagger_study.json")
+    ex, ent, g = d["exactness"], d["entities"], d["guarantee"]
+    rows = [f"MAP labeling equal to pytorch-crf's `decode` on {100 * ex['map_equals_pytorch_crf_decode']:.0f}% "
+            f"of {ex['n_sentences']} test sentences; log-partition within "
+            f"{ex['max_abs_log_partition_difference']:.1e} of pytorch-crf's (which computes in "
+            "float32). Entities (test): precision "
+            f"{ent['precision']:.3f}, recall {ent['recall']:.3f}, F1 {ent['f1']:.3f} "
+            f"({ent['n_predicted']} predicted, {ent['n_gold']} gold).", ""]
+    rows += _conf_rows(d["confidence"])
+    acc = ("nothing accepted (no threshold certifiable)" if g["accepted_share"] == 0 else
+           f"{100 * g['accepted_share']:.1f}% of test entities accepted, precision "
+           f"{g['precision_accepted']:.3f}")
+    rows += ["", f"Certified precision {g['target']} (delta {g['delta']}): {acc}. "
+             f"Default recalibration chose: {_chose(d)}. Command: `{d['command']}`."]
+    return "\n".join(rows) + "\n"
+
+
+def unet():
+    d = _load("unet_objects_study.json")
+    if d is None:
+        return _missing("unet_objects_study.json", "python benchmarks/unet_objects_study.py "
+                        "--out benchmarks/results/unet_objects_study.json")
+    o = d["objects"]
+    rows = [f"Objects (test, IoU >= 0.5): precision {o['precision']:.3f}, recall "
+            f"{o['recall']:.3f}, F1 {o['f1']:.3f} ({o['n_predicted']} predicted, "
+            f"{o['n_gold']} gold).", "", "Predicted objects only:", ""]
+    rows += _conf_rows(d["confidence"])
+    rows += ["", "With missed gold objects charged (a miss is a forecast 0):", ""]
+    rows += _conf_rows(d["confidence_with_misses"])
+    rows += ["", "| certified precision (delta 0.1) | accepted | precision of accepted | "
+             "naive rule (network score >= target): accepted | its precision |",
+             "|---|---|---|---|---|"]
+    fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+    for g in d["guarantee"]:
+        rows.append(f"| {g['target']} | {100 * g['accepted_share']:.1f}% | "
+                    f"{fmt(g['precision_accepted'])} | {100 * g['naive_rule_accepted_share']:.1f}% | "
+                    f"{fmt(g['naive_rule_precision'])} |")
+    rows += ["", f"Default recalibration chose: {_chose(d)}. Command: `{d['command']}`."]
+    return "\n".join(rows) + "\n"
+
+
 def write_all():
     OUT.mkdir(parents=True, exist_ok=True)
     for name, fn in (("shift", shift), ("guarantees", guarantees),
-                     ("segmentation", segmentation), ("ner", ner)):
+                     ("segmentation", segmentation), ("ner", ner), ("neural", neural),
+                     ("unet", unet)):
         text = fn()
         path = OUT / f"{name}.md"
         if not path.exists() or path.read_text() != text:
