@@ -165,6 +165,48 @@ def neural():
     return "\n".join(rows) + "\n"
 
 
+def _guarantee_line(g, naive_name):
+    acc = ("nothing accepted (no threshold certifiable)" if not g["accepted_share"] else
+           f"{100 * g['accepted_share']:.1f}% of test entities accepted, precision "
+           f"{g['precision_accepted']:.3f}")
+    naive = (f"; the naive rule ({naive_name} >= {g['target']}) accepts "
+             f"{100 * g['naive_rule_accepted_share']:.1f}%"
+             + (f" at precision {g['naive_rule_precision']:.3f}"
+                if g["naive_rule_precision"] is not None else ""))
+    return f"Certified precision {g['target']} (delta {g['delta']}): {acc}{naive}."
+
+
+def _entities_line(e, what="Entities (test)"):
+    return (f"{what}: precision {e['precision']:.3f}, recall {e['recall']:.3f}, F1 "
+            f"{e['f1']:.3f} ({e['n_predicted']} predicted, {e['n_gold']} gold).")
+
+
+def spacy_study():
+    d = _load("spacy_ner_study.json")
+    if d is None:
+        return _missing("spacy_ner_study.json", "python benchmarks/spacy_ner_study.py "
+                        "--out benchmarks/results/spacy_ner_study.json")
+    rows = [_entities_line(d["entities"]) + f" spaCy {d['spacy_version']}.", ""]
+    rows += _conf_rows(d["confidence"])
+    rows += ["", _guarantee_line(d["guarantee"], "beam probability")
+             + f" Default recalibration chose: {_chose(d)}. Command: `{d['command']}`."]
+    return "\n".join(rows) + "\n"
+
+
+def hf_study():
+    d = _load("hf_tagger_study.json")
+    if d is None:
+        return _missing("hf_tagger_study.json", "python benchmarks/hf_tagger_study.py "
+                        "--out benchmarks/results/hf_tagger_study.json")
+    rows = [_entities_line(d["entities_pipeline"], "The pipeline's entities (test)"),
+            _entities_line(d["entities_structcal"], "structcal's entities (valid sequences)"),
+            ""]
+    rows += _conf_rows(d["confidence"])
+    rows += ["", _guarantee_line(d["guarantee"], "pipeline score")
+             + f" Default recalibration chose: {_chose(d)}. Command: `{d['command']}`."]
+    return "\n".join(rows) + "\n"
+
+
 def unet():
     d = _load("unet_objects_study.json")
     if d is None:
@@ -193,7 +235,7 @@ def write_all():
     OUT.mkdir(parents=True, exist_ok=True)
     for name, fn in (("shift", shift), ("guarantees", guarantees),
                      ("segmentation", segmentation), ("ner", ner), ("neural", neural),
-                     ("unet", unet)):
+                     ("unet", unet), ("spacy", spacy_study), ("hf", hf_study)):
         text = fn()
         path = OUT / f"{name}.md"
         if not path.exists() or path.read_text() != text:
