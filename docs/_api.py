@@ -26,6 +26,7 @@ SECTIONS = [
     ("Online recalibration", "structcal.online"),
     ("Selective prediction", "structcal.selective"),
     ("Adapters for outside models", "structcal.adapters"),
+    ("spaCy component", "structcal.adapters.spacy_ner"),
     ("Segmentation", "structcal.segmentation"),
     ("Plotting", "structcal.plotting"),
     ("Datasets", "structcal.datasets"),

@@ -5,6 +5,7 @@ variants run in-process through ``main`` to share the JIT-compiled kernels.
 """
 
 import csv
+import os
 import warnings
 import json
 import subprocess
@@ -880,3 +881,24 @@ def test_events_of_an_outside_model_fit_apply_evaluate(tmp_path, capsys):
     bad.write_text("item,raw,outcome,length\n1,0.5,1,3\n")
     assert main(["fit", str(bad), "-o", str(tmp_path / "r2")]) == 2
     assert "features are named feature.NAME" in capsys.readouterr().err
+
+
+def test_warmup_fills_the_cache_for_later_processes(tmp_path):
+    """``structcal warmup chain`` compiles the chain path once; the next process loads it."""
+    env = {**os.environ, "STRUCTCAL_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("NUMBA_CACHE_DIR", None)
+    first = subprocess.run([sys.executable, "-m", "structcal", "warmup", "chain"], env=env,
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "kernels compiled" in first.stderr
+    assert str(tmp_path / "cache") in first.stderr
+    again = subprocess.run([sys.executable, "-m", "structcal", "warmup", "chain"], env=env,
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "every kernel loaded from the cache" in again.stderr, again.stderr
+    quiet = subprocess.run([sys.executable, "-m", "structcal", "warmup", "-q", "chain"],
+                           env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    bad = subprocess.run([sys.executable, "-m", "structcal", "warmup", "nothing"], env=env,
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr

@@ -16,14 +16,14 @@ import argparse
 import sys
 import warnings
 
-from . import apply, demo, evaluate, fit
+from . import apply, demo, evaluate, fit, warmup
 from ._common import add_common_options
 from ._files import InputError
 from .demo import demo_ocr
 
 __all__ = ["main", "demo_ocr"]
 
-_COMMANDS = (fit, apply, evaluate, demo)
+_COMMANDS = (fit, apply, evaluate, demo, warmup)
 
 
 EPILOG = """\
@@ -32,6 +32,7 @@ typical use (see each command's --help for the input format and options):
   structcal apply rec new.npz -o events.csv   calibrated probability of every event
   structcal evaluate rec test.npz -o report.html
   structcal demo ocr                          the shipped OCR example
+  structcal warmup                            compile once for later runs (after install)
 """
 
 
