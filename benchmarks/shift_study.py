@@ -288,8 +288,16 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="one target per GUM genre, no BBBC039")
     ap.add_argument("--rules", action="store_true", help="replay candidate selection rules")
     ap.add_argument("--out", default=None, help="write the JSON result here")
+    ap.add_argument("--false-alarms-gum", type=int, default=None, metavar="N",
+                    help="only the false-alarm rate on N random document splits of GUM "
+                         "(cross-fit), printed as JSON")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.false_alarms_gum:
+        res = false_alarms(data.gum_crossfit(), args.false_alarms_gum)
+        res["command"] = f"python benchmarks/shift_study.py --false-alarms-gum {args.false_alarms_gum}"
+        print(json.dumps(res, indent=1))
+        return res
     pairs, gum, w, o = shift_pairs(args.quick)
     shift, cache = {}, {}
     for name, src, tgt in pairs:
