@@ -883,8 +883,21 @@ def test_events_of_an_outside_model_fit_apply_evaluate(tmp_path, capsys):
     assert "features are named feature.NAME" in capsys.readouterr().err
 
 
+def test_warmup_refuses_unknown_paths(tmp_path, capsys):
+    from structcal.cli.warmup import warm
+    from structcal.exceptions import ParameterError
+
+    with pytest.raises(ParameterError, match="unknown warm-up paths"):
+        warm(["nothing"], verbose=False)
+    with pytest.raises(SystemExit) as exit_:
+        main(["warmup", "nothing"])
+    assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_warmup_fills_the_cache_for_later_processes(tmp_path):
-    """``structcal warmup chain`` compiles the chain path once; the next process loads it."""
+    """``structcal warmup chain`` compiles the chain path once; the next process loads it
+    (slow: it compiles the chain path into an empty cache, about a minute on 2 cores)."""
     env = {**os.environ, "STRUCTCAL_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("NUMBA_CACHE_DIR", None)
     first = subprocess.run([sys.executable, "-m", "structcal", "warmup", "chain"], env=env,
