@@ -98,8 +98,8 @@ def compile_monitor(verbose=True):
     class _Listener(event.Listener):
         def on_start(self, ev):
             if stats.n_compiled == 0:
-                message("compiling Numba kernels (first run only; they are cached on disk "
-                        "for later runs) ...", verbose)
+                message("compiling Numba kernels (once per install: they are kept in an on-disk "
+                        "cache) ...", verbose)
             stats.n_compiled += 1
             state["depth"] += 1
             if state["depth"] == 1:

@@ -32,7 +32,7 @@ typical use (see each command's --help for the input format and options):
   structcal apply rec new.npz -o events.csv   calibrated probability of every event
   structcal evaluate rec test.npz -o report.html
   structcal demo ocr                          the shipped OCR example
-  structcal warmup                            compile once for later runs (after install)
+  structcal warmup                            compile the kernels ahead of use (after install)
 """
 
 

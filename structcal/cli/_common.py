@@ -80,7 +80,7 @@ def reported(run):
             code = run(args)
         if jit.compiled:
             say(args, f"JIT compilation took {jit.seconds:.1f} s ({jit.n_compiled} kernel "
-                      "signatures, cached on disk for later runs)")
+                      "signatures, now in the on-disk cache)")
         return code
 
     return wrapper

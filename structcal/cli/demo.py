@@ -104,7 +104,7 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False, verbose: bool 
     for line in report.format(scale=SCALE).splitlines():
         print("  " + line)
     jit_note = (f" (including {jit.seconds:.1f} s of JIT compilation: {jit.n_compiled} kernel "
-                "signatures, cached for later runs)" if jit.compiled else "")
+                "signatures, now in the on-disk cache)" if jit.compiled else "")
     print(f"\n  done in {seconds:.1f} s{jit_note}")
     return result
 
