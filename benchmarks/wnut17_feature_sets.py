@@ -13,8 +13,10 @@ Run: ``python benchmarks/wnut17_feature_sets.py`` (about 2 minutes on 2 cores).
 import re
 import time
 
+import numpy as np
 import sklearn_crfsuite
 
+from structcal.adapters import TagScheme
 from structcal.datasets import load_wnut17, token_features
 
 
@@ -58,23 +60,19 @@ def rich_features(sentences):
     return out
 
 
-def chunks(seqs):
-    """Exact (sentence, start, end, type) chunks of BIO sequences (conlleval rules)."""
-    found = set()
-    for k, seq in enumerate(seqs):
-        start, typ = None, None
-        for i, t in enumerate(list(seq) + ["O"]):
-            if start is not None and not (t.startswith("I-") and t[2:] == typ):
-                found.add((k, start, i, typ))
-                start = None
-            if t.startswith("B-") or (t.startswith("I-") and start is None):
-                start, typ = i, t[2:]
-    return found
+def chunks(scheme, tag_strings):
+    """Exact (sentence, start, end, type) chunks of BIO tag sequences (conlleval rules)."""
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in tag_strings])]).astype(np.int64)
+    c = scheme.chunks(scheme.encode([t for s in tag_strings for t in s]), offsets)
+    first = offsets[c.item]
+    return set(zip(c.item.tolist(), (c.start - first).tolist(), (c.end - first).tolist(),
+                   c.type.tolist()))
 
 
 def main():
     data = load_wnut17()
     train, dev, test = (data.split_named(s) for s in ("train", "dev", "test"))
+    scheme = TagScheme(list(train.tag_names))
     for name, fn, c1, c2 in (("tutorial features (shipped model)", token_features, 0.1, 0.1),
                              ("rich features, c1 0.05 c2 0.05", rich_features, 0.05, 0.05),
                              ("rich features, c1 0 c2 0.3", rich_features, 0.0, 0.3)):
@@ -83,7 +81,7 @@ def main():
                                    all_possible_transitions=True)
         crf.fit(fn(train.sentences), train.tag_strings)
         for split, d in (("dev", dev), ("test", test)):
-            P, G = chunks(crf.predict(fn(d.sentences))), chunks(d.tag_strings)
+            P, G = chunks(scheme, crf.predict(fn(d.sentences))), chunks(scheme, d.tag_strings)
             tp = len(P & G)
             p, r = tp / max(len(P), 1), tp / max(len(G), 1)
             print(f"{name:36s} {split:5s} P {p:.3f} R {r:.3f} F1 {2 * p * r / max(p + r, 1e-9):.3f}"

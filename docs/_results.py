@@ -157,22 +157,20 @@ def neural():
             f"{ent['precision']:.3f}, recall {ent['recall']:.3f}, F1 {ent['f1']:.3f} "
             f"({ent['n_predicted']} predicted, {ent['n_gold']} gold).", ""]
     rows += _conf_rows(d["confidence"])
-    acc = ("nothing accepted (no threshold certifiable)" if g["accepted_share"] == 0 else
-           f"{100 * g['accepted_share']:.1f}% of test entities accepted, precision "
-           f"{g['precision_accepted']:.3f}")
-    rows += ["", f"Certified precision {g['target']} (delta {g['delta']}): {acc}. "
-             f"Default recalibration chose: {_chose(d)}. Command: `{d['command']}`."]
+    rows += ["", _guarantee_line(g) + f" Default recalibration chose: {_chose(d)}. "
+             f"Command: `{d['command']}`."]
     return "\n".join(rows) + "\n"
 
 
-def _guarantee_line(g, naive_name):
+def _guarantee_line(g, naive_name=None):
     acc = ("nothing accepted (no threshold certifiable)" if not g["accepted_share"] else
            f"{100 * g['accepted_share']:.1f}% of test entities accepted, precision "
            f"{g['precision_accepted']:.3f}")
-    naive = (f"; the naive rule ({naive_name} >= {g['target']}) accepts "
-             f"{100 * g['naive_rule_accepted_share']:.1f}%"
-             + (f" at precision {g['naive_rule_precision']:.3f}"
-                if g["naive_rule_precision"] is not None else ""))
+    naive = "" if naive_name is None else (
+        f"; the naive rule ({naive_name} >= {g['target']}) accepts "
+        f"{100 * g['naive_rule_accepted_share']:.1f}%"
+        + (f" at precision {g['naive_rule_precision']:.3f}"
+           if g["naive_rule_precision"] is not None else ""))
     return f"Certified precision {g['target']} (delta {g['delta']}): {acc}{naive}."
 
 

@@ -174,6 +174,8 @@ def match_instances(labels, gold, *, classes=None, gold_classes=None, iou_thresh
         Whether each gold id is matched (index 0 unused; ids absent from ``gold`` count
         as found, they are no objects).
     """
+    from ..events.objects import match_objects
+
     if not (0.5 <= float(iou_threshold) <= 1.0):
         raise ParameterError(f"`iou_threshold` must be in [0.5, 1]; got {iou_threshold!r}")
     lab = _label_image(labels, "labels")
@@ -182,24 +184,21 @@ def match_instances(labels, gold, *, classes=None, gold_classes=None, iou_thresh
     cls = np.ones(n_p + 1, np.int64) if classes is None else _class_of(classes, n_p, "classes")
     gcls = (np.ones(n_g + 1, np.int64) if gold_classes is None
             else _class_of(gold_classes, n_g, "gold_classes"))
-    a, b = lab.reshape(-1), gld.reshape(-1)
-    area_p = np.bincount(a, minlength=n_p + 1)
-    area_g = np.bincount(b, minlength=n_g + 1)
-    both = (a > 0) & (b > 0)
-    pair = a[both] * (n_g + 1) + b[both]
-    codes, inter = np.unique(pair, return_counts=True)
-    pi, gi = codes // (n_g + 1), codes % (n_g + 1)
-    same = cls[pi] == gcls[gi]
-    pi, gi, inter = pi[same], gi[same], inter[same]
-    iou = inter / (area_p[pi] + area_g[gi] - inter)
+    ids, comp = np.unique(lab.reshape(-1), return_inverse=True)   # 0 is the first id if present
+    gids, gcomp = np.unique(gld.reshape(-1), return_inverse=True)
+    shift, gshift = int(ids.size and ids[0] == 0), int(gids.size and gids[0] == 0)
+    comp, gcomp = comp.astype(np.int64) - shift, gcomp.astype(np.int64) - gshift
+    flat, gflat = lab.reshape(-1), gld.reshape(-1)
+    # one class per pixel, that of its object: objects of different classes never match
+    iou, giou = match_objects(comp, ids.size - shift, gcomp, gids.size - gshift,
+                              labels=cls[flat], gold_labels=gcls[gflat])
     best = np.zeros(n_p + 1)
-    np.maximum.at(best, pi, iou)
+    best[ids[shift:]] = iou
     thr = float(iou_threshold)
-    hit = iou >= thr
     matched = best >= thr
     matched[0] = False
-    gold_found = area_g == 0
-    gold_found[gi[hit]] = True
+    gold_found = np.ones(n_g + 1, dtype=bool)   # ids absent from the image are no objects
+    gold_found[gids[gshift:]] = giou >= thr
     return best, matched, gold_found
 
 

@@ -257,7 +257,7 @@ class EntityConfidence:
         ents = spacy_entity_events(docs, ner=ner, spans_key=self.spans_key,
                                    labels=self.label_order)
         t = ents.table
-        conf = t.raw.copy() if t.raw is not None else np.zeros(0)
+        conf = t.raw
         accepted = None
         if len(t) and self.recalibrator is not None:
             # a batch of docs is tested for shift like any batch (from 5 docs up)
@@ -285,13 +285,7 @@ class EntityConfidence:
                 if not (self.drop_rejected and accepted is not None and not accepted[r]):
                     keep.append(e)
             if self.drop_rejected and len(keep) != len(doc.ents):
-                # re-set the kept spans; their extension values live on the doc's user data
-                values = {(e.start, e.end, e.label_): (e._.confidence, e._.raw_confidence,
-                                                       e._.accepted) for e in keep}
-                doc.ents = keep
-                for e in doc.ents:
-                    e._.confidence, e._.raw_confidence, e._.accepted = values[
-                        (e.start, e.end, e.label_)]
+                doc.ents = keep   # extension values live in the doc, keyed by the span
         return docs
 
     # spaCy serialisation: the fitted recalibrator and guarantee travel with the pipeline

@@ -46,6 +46,7 @@ class ExternalKind(EventKind):
         self.name = name
 
     def instances(self, pred):
+        """Refuse: the events of an outside model come as a table, not from ``pred``."""
         raise ParameterTypeError(
             f"event kind {self.name!r} comes from an outside model: give its events as a "
             "table (structcal.events.external_events) and use fit_events / predict_events"
@@ -57,7 +58,7 @@ class ExternalKind(EventKind):
 
 def external_events(item, *, kind=None, raw=None, features=None, outcome=None, label=None,
                     members=None, n_items=None, kinds=None) -> EventTable:
-    """An event table of events an outside model produced.
+    """Build the event table of events an outside model produced.
 
     Parameters
     ----------
@@ -220,12 +221,13 @@ def object_outcomes(members, classes, item, gold_labels, *, iou_threshold=0.5, b
         rows = np.flatnonzero(item == img)
         if not rows.size:
             continue
-        comps = {}
+        comps, sizes = {}, {}
         for c in np.unique(flat):
             if c == background:
                 continue
             lab, _ = ndi.label(gold == c)
             comps[int(c)] = lab.reshape(-1)
+            sizes[int(c)] = np.bincount(comps[int(c)])   # pixels of each gold object
         for r in rows:
             px = np.asarray(members[r], dtype=np.int64)
             c = int(classes[r])
@@ -236,7 +238,7 @@ def object_outcomes(members, classes, item, gold_labels, *, iou_threshold=0.5, b
             for gid, inter in zip(ids.tolist(), counts.tolist()):
                 if gid == 0:
                     continue
-                size_g = int((comps[c] == gid).sum())
+                size_g = int(sizes[c][gid])
                 best = max(best, inter / (px.size + size_g - inter))
             out[r] = best >= iou_threshold
     return out
