@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PATTERNS = [
     r"\bissue\s+#?\d+", r"\bstops?\s+\d+\b", r"\bthis\s+stop\b", r"\bthis\s+session\b",
     r"\bh2\d-[a-z]+", r"\bwork[- ]log\b", r"\bbefore this change\b", r"\bthe issue's\b",
+    r"\blater\s+runs?\b",
 ]
 
 
