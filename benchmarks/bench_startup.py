@@ -16,6 +16,14 @@ Scenarios (the same code for every source tree, so the columns compare):
 ``apply``    a small "apply" run: read an ``.npz`` of scores + lengths for 200 chains,
              fit a StructuredRecalibrator on 100 (stand-in for loading a saved one, which
              the older source trees cannot do), predict on the other 100, write a CSV
+``readme_ner`` the README's entity-confidence example (read from the README: the shipped
+             WNUT-17 CRFsuite tagger, recalibrated on dev, applied to test)
+``cli_apply`` ``structcal apply`` of a saved entity recalibrator to 100 CoNLL sentences of
+             the WNUT-17 test split with the shipped CRFsuite model (files made once)
+``pycrfsuite_tag`` the peer on that job: pycrfsuite tags the same 100 sentences (same
+             features) and reads each tag's marginal
+
+(``cli_apply`` and ``pycrfsuite_tag`` run on this tree only, not on ``--baseline`` trees.)
 
 ``--cold`` gives every run its own empty ``NUMBA_CACHE_DIR`` (a first run after install);
 otherwise one cache directory per source tree is filled by an untimed run first (warm).
@@ -24,7 +32,7 @@ temporary folder and put first on ``PYTHONPATH``); runs alternate between the tr
 machine load hits both alike. Prints medians and ranges (min-max) over ``--repeats`` runs.
 
 Run: ``python benchmarks/bench_startup.py [--baseline 105c9cb] [--current REV] [--repeats 5] [--cold]
-[--scenarios import chain graph demo apply] [--json]``
+[--scenarios import chain graph demo apply readme_ner cli_apply pycrfsuite_tag] [--json]``
 """
 
 from __future__ import annotations
@@ -110,6 +118,68 @@ with open(os.path.join(folder, "out.csv"), "w") as f:
 """,
 }
 
+# Scenarios that read files made once by the parent (``_prepare_files``) from the folder in
+# the environment variable STRUCTCAL_BENCH_FILES: 100 CoNLL sentences of the WNUT-17 test
+# split and a recalibrator fit on the dev split with ``structcal fit --crfsuite``.
+SCENARIOS["cli_apply"] = """
+import contextlib, io, os
+from structcal.cli import main
+d = os.environ["STRUCTCAL_BENCH_FILES"]
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["apply", os.path.join(d, "rec"), os.path.join(d, "test100.conll"), "--crfsuite",
+          os.path.join(d, "model.crfsuite"), "-o", os.path.join(d, f"out{os.getpid()}.csv"), "-q"])
+"""
+# the peer on the same job: pycrfsuite reads the model, tags the 100 sentences and gives
+# every token's marginal of its tag (the same features, structcal's token_features)
+SCENARIOS["pycrfsuite_tag"] = """
+import os
+import pycrfsuite
+from structcal.datasets.wnut17 import token_features
+d = os.environ["STRUCTCAL_BENCH_FILES"]
+sents = [[line.split()[0] for line in block.splitlines()]
+         for block in open(os.path.join(d, "test100.conll")).read().strip().split("\\n\\n")]
+tagger = pycrfsuite.Tagger()
+tagger.open(os.path.join(d, "model.crfsuite"))
+out = []
+for x in token_features(sents):
+    tags = tagger.tag(x)
+    out.append([tagger.marginal(t, i) for i, t in enumerate(tags)])
+"""
+FILE_SCENARIOS = ("cli_apply", "pycrfsuite_tag")
+
+
+def _readme_ner_example():
+    """The README's entity-confidence example, read from the README (so they never differ)."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    section = text.split("## Entity confidence from your tagger", 1)[1]
+    return section.split("```python", 1)[1].split("```", 1)[0]
+
+
+SCENARIOS["readme_ner"] = "import warnings\n" + _readme_ner_example().replace(
+    "print(rec.format_selection())", "rec.format_selection()")
+
+
+def _prepare_files(folder):
+    """The CoNLL file and the saved recalibrator of the file scenarios (current tree only)."""
+    sys.path.insert(0, ROOT)
+    from structcal.datasets import load_wnut17, wnut17_tagger_path
+
+    os.makedirs(folder, exist_ok=True)
+    shutil.copy(wnut17_tagger_path(), os.path.join(folder, "model.crfsuite"))
+    for split, n in (("dev", None), ("test", 100)):
+        d = load_wnut17(split)
+        sents = d.sentences if n is None else d.sentences[:n]
+        tags = d.tag_strings if n is None else d.tag_strings[:n]
+        name = "dev.conll" if n is None else "test100.conll"
+        with open(os.path.join(folder, name), "w") as f:
+            f.write("\n\n".join("\n".join(f"{w}\t{t}" for w, t in zip(s, ts))
+                                for s, ts in zip(sents, tags)) + "\n")
+    subprocess.run([sys.executable, "-m", "structcal", "fit", os.path.join(folder, "dev.conll"),
+                    "--crfsuite", os.path.join(folder, "model.crfsuite"), "--kinds", "entity",
+                    "-o", os.path.join(folder, "rec"), "-q"], check=True,
+                   env={**os.environ, "NUMBA_CACHE_DIR": os.path.join(folder, "cache")})
+
+
 PHASES = ("wall", "cpu", "import", "compile", "cache_load", "rest")
 
 
@@ -181,9 +251,11 @@ def child(name):
     print(json.dumps(result))
 
 
-def run_once(name, pythonpath, cache_dir):
+def run_once(name, pythonpath, cache_dir, files=None):
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = cache_dir
+    if files:
+        env["STRUCTCAL_BENCH_FILES"] = files
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -237,19 +309,23 @@ def main():
     else:
         trees["this tree"] = ""  # the installed (editable) structcal
     caches = {label: os.path.join(tmp, f"cache{i}") for i, label in enumerate(trees)}
+    files = None
+    if set(args.scenarios) & set(FILE_SCENARIOS):
+        files = os.path.join(tmp, "files")
+        _prepare_files(files)
     results = {name: {label: [] for label in trees} for name in args.scenarios}
     try:
         if not args.cold:  # fill each tree's cache once (untimed)
             for label, path in trees.items():
                 for name in args.scenarios:
-                    run_once(name, path, caches[label])
+                    run_once(name, path, caches[label], files)
         for _ in range(args.repeats):
             for name in args.scenarios:
                 for label, path in trees.items():
                     cache = caches[label]
                     if args.cold:
                         cache = tempfile.mkdtemp(dir=tmp, prefix="cold")
-                    results[name][label].append(run_once(name, path, cache))
+                    results[name][label].append(run_once(name, path, cache, files))
                     if args.cold:
                         shutil.rmtree(cache, ignore_errors=True)
     finally:
