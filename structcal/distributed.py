@@ -3,10 +3,14 @@
 Needs the ``dask`` extra (``pip install "structcal[dask]"``: dask[distributed], pyarrow),
 imported on first use. The single-process API (:class:`~structcal.StructuredPrediction`
 + :class:`~structcal.StructuredRecalibrator`) is the reference: every event of an item
-gets exactly the probability the single-process path gives that item, with one
-exception: the recalibrator's shift check judges a batch, and here a partition is a batch
-(with ``shift_policy='fallback'`` a flagged partition uses the raw probability; the
-single process judges its whole batch).
+gets exactly the probability the single-process path gives that item. The recalibrator's
+shift check judges the whole dataset as one batch: each partition sends the client a
+uniform sample of its events' test columns (at most the recalibrator's cap of 5,000 per
+kind, with their groups), the client draws from them a sample of the dataset
+proportional to each partition's events and runs the test once, warns once, and with
+``shift_policy='fallback'`` every partition's events of a flagged kind take the raw
+probability (and are not accepted under a guarantee). The test sees a different random
+sample of events than a single process would, so its p-values differ slightly.
 
 **Dataset layout.** A dataset is a directory of Parquet files ``part-*.parquet``, each
 one partition holding whole items (chains or graphs). Every file's schema metadata says
@@ -138,6 +142,7 @@ from pathlib import Path
 import numpy as np
 
 from ._ragged import offsets_from_lengths
+from ._validation import check_random_state
 from .exceptions import ParameterError, ParameterTypeError, StructcalError
 
 __all__ = [
@@ -960,14 +965,22 @@ def _single_thread():
     numba.set_num_threads(1)  # per calling thread
 
 
-def _predict_partition(payload, file, out_dir, version, inference_options, guarantee=None):
-    """Worker task: calibrated events of one partition, written to ``out_dir``."""
+def _predict_partition(payload, file, out_dir, version, inference_options, guarantee=None,
+                       shift_cap=0, seed=0):
+    """Worker task: calibrated events of one partition, written to ``out_dir``.
+
+    The recalibrator's shift test is not run here: the partition returns, per kind, a
+    uniform sample of at most ``shift_cap`` of its events' test columns with their groups,
+    the number of events it drew them from, and its groups, for one test of the whole
+    dataset on the client (:func:`apply_recalibrator`).
+    """
     pa, _, pq = _pyarrow()
     recalibrator = _unpack(payload, version)
     _single_thread()
     part, meta = _read(file)
-    out = recalibrator.predict(part.prediction(**inference_options), part.labels,
-                               groups=part.groups)
+    table = recalibrator.events(part.prediction(**inference_options), part.labels)
+    item_group = part.groups if part.groups is not None else part.item_ids
+    out = recalibrator._predict_table(table, item_group, check_shift=False)
     t = out.table
     kind = pa.DictionaryArray.from_arrays(
         pa.array(np.asarray(t.kind, dtype=np.int32)), pa.array([str(k) for k in t.kind_names])
@@ -995,7 +1008,74 @@ def _predict_partition(payload, file, out_dir, version, inference_options, guara
 
         cols["accepted"] = pa.array(accept_events(io.loads(guarantee), out))
     pq.write_table(pa.table(cols), Path(out_dir) / Path(file).name)
-    return part.item_ids, t.n_events, meta.key()
+    shift = None
+    if shift_cap:
+        rng = np.random.default_rng(seed)
+        rows = recalibrator._shift_rows(t, np.asarray(item_group)[t.item])
+        shift = {"groups": np.unique(np.asarray(item_group)), "kinds": {}}
+        for key, (values, grp) in rows.items():
+            keep = np.sort(rng.choice(grp.shape[0], size=min(shift_cap, grp.shape[0]),
+                                      replace=False))
+            raw = recalibrator._raw(t, recalibrator._rows(t, key))
+            shift["kinds"][key] = (values[keep], grp[keep], int(grp.shape[0]), raw is not None)
+    return part.item_ids, t.n_events, meta.key(), shift
+
+
+def _dataset_shift_test(recalibrator, shifts, seed):
+    """One shift test of the whole dataset from the partitions' samples (or None).
+
+    Each kind's sample takes from every partition a share of the cap proportional to the
+    partition's number of events (a stratified uniform sample of the dataset's events);
+    with fewer than ``_SHIFT_MIN_GROUPS`` groups in the dataset nothing is tested, as for
+    a single batch.
+    """
+    shifts = [x for x in shifts if x is not None]
+    if not shifts:
+        return None, {}
+    groups = np.unique(np.concatenate([x["groups"] for x in shifts]))
+    if groups.shape[0] < recalibrator._SHIFT_MIN_GROUPS:
+        return None, {}
+    rng = np.random.default_rng(seed)
+    cap = recalibrator._SHIFT_CAP
+    rows, has_raw = {}, {}
+    for key in recalibrator.selection_:
+        parts = [x["kinds"][key] for x in shifts if key in x["kinds"]]
+        if not parts:
+            continue
+        total = sum(n for _, _, n, _ in parts)
+        values, grp = [], []
+        for v, g, n, _ in parts:
+            take = v.shape[0] if total <= cap else min(v.shape[0], int(round(cap * n / total)))
+            pick = np.sort(rng.choice(v.shape[0], size=take, replace=False))
+            values.append(v[pick])
+            grp.append(g[pick])
+        rows[key] = (np.concatenate(values), np.concatenate(grp))
+        has_raw[key] = all(h for _, _, _, h in parts)
+    return recalibrator._shift_test_rows(rows), has_raw
+
+
+def _fall_back_partition(file, kinds, bounds):
+    """Worker task: the events of ``kinds`` in one written output partition take their raw
+    probability (clipped to ``bounds[kind]``) and are not accepted."""
+    pa, _, pq = _pyarrow()
+    table = pq.read_table(file)
+    kind = np.asarray(table.column("kind").to_pylist(), dtype=object)
+    forecast = table.column("forecast").to_numpy().copy()
+    raw = table.column("raw").to_numpy()
+    hit = np.zeros(forecast.shape[0], dtype=bool)
+    for k in kinds:
+        rows = kind == k
+        forecast[rows] = np.clip(raw[rows], *bounds[k])
+        hit |= rows
+    table = table.set_column(table.schema.get_field_index("forecast"), "forecast",
+                             pa.array(forecast))
+    if "accepted" in table.column_names:
+        accepted = table.column("accepted").to_numpy().copy()
+        accepted[hit] = False
+        table = table.set_column(table.schema.get_field_index("accepted"), "accepted",
+                                 pa.array(accepted))
+    pq.write_table(table, file)
+    return int(hit.sum())
 
 
 def _client(client):
@@ -1042,7 +1122,15 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, guaran
     Returns
     -------
     dict
-        ``{"destination": Path, "n_items": int, "n_events": int, "n_partitions": int}``.
+        ``{"destination": Path, "n_items": int, "n_events": int, "n_partitions": int,
+        "shift_test": ShiftTest or None, "fallback": list of str}``: the shift test of
+        the whole dataset (None with ``shift_check=False`` or fewer than 5 groups) and
+        the kinds that fell back to the raw probability.
+
+    Warns
+    -----
+    DistributionShiftWarning
+        Once, when the dataset's events are distributed unlike the recalibration set's.
 
     Raises
     ------
@@ -1066,25 +1154,39 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, guaran
         # the payload travels inside a task the scheduler keeps, so a worker lost mid-run
         # is recovered by recomputing it (scattered data would be lost with its worker)
         rec = client.submit(_identity, payload, pure=False)
+        shift_cap = recalibrator._SHIFT_CAP if recalibrator.shift_check else 0
+        seeds = np.random.default_rng(check_random_state(recalibrator.random_state).integers(
+            0, 2**31 - 1)).integers(0, 2**31 - 1, size=len(files) + 1)
         futures = [
             client.submit(
                 _predict_partition, rec, str(f), str(tmp), _version(), inference_options,
-                guarantee, pure=False
+                guarantee, shift_cap, int(seeds[i]), pure=False
             )
-            for f in files
+            for i, f in enumerate(files)
         ]
         results = client.gather(futures)
         ids = _disjoint([r[0] for r in results])
         problem = _disagreeing([r[2] for r in results], files)
         if problem:
             raise ParameterError(problem)
+        test, has_raw = _dataset_shift_test(recalibrator, [r[3] for r in results], int(seeds[-1]))
+        fallback = recalibrator._fallback_kinds(test, has_raw)
+        if fallback:  # one decision for the whole dataset, applied to every partition
+            bounds = {k: recalibrator._bounds(k) for k in fallback}
+            client.gather([client.submit(_fall_back_partition, str(tmp / Path(f).name),
+                                         sorted(fallback), bounds, pure=False) for f in files])
+        if test is not None:
+            recalibrator._warn_if_shifted(test, fallback)
         info = {
             "n_items": int(ids.size),
             "n_events": int(sum(r[1] for r in results)),
             "n_partitions": len(files),
+            "shift_test": test,
+            "fallback": sorted(fallback),
         }
         success = {
-            **info,
+            **{k: v for k, v in info.items() if k != "shift_test"},
+            "shifted": bool(test is not None and test.shifted),
             "structcal_version": _version(),
             "recalibrator_sha256": hashlib.sha256(payload).hexdigest()
             if isinstance(payload, bytes)

@@ -1260,17 +1260,16 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         n_items = max(table.n_items, int(table.item.max()) + 1 if table.n_events else 0)
         return self._predict_table(table, _item_groups(groups, n_items))
 
-    def _predict_table(self, table, item_group):
+    def _predict_table(self, table, item_group, *, check_shift=True):
         test = None
-        if self.shift_check:
+        if self.shift_check and check_shift:
             if item_group is None:
                 item_group = np.arange(int(table.item.max()) + 1 if table.n_events else 0)
             event_group = item_group[table.item]
             if np.unique(event_group).size >= self._SHIFT_MIN_GROUPS:
                 test = self._shift_test(table, event_group)
-        fallback = {}
-        policy = getattr(self, "shift_policy", "warn")
         forecast = np.empty(table.n_events)
+        has_raw = {}
         for key, sel in self.selection_.items():
             if key != "pooled" and key not in table.kind_names:
                 continue  # no events of this kind in the batch
@@ -1280,23 +1279,42 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             rows = self._rows(table, key)
             if not rows.any():  # no events of this kind in the batch: nothing to forecast
                 continue
-            lo, hi = _support_bounds(sel["n_events"], float(getattr(self, "prior", 0.0)))
-            method = sel["method"]
             r = self._raw(table, rows)
-            if (test is not None and policy == "fallback" and method != "raw" and r is not None
-                    and test.kind_shifted(key, ["raw"] if method == "isotonic" else names)):
-                fallback[key] = "raw"
-                method = "raw"
-            if method == "forecaster":
-                forecast[rows] = np.clip(_positive_column(self.forecasters_[key], X), lo, hi)
-                continue
-            if r is None:
+            has_raw[key] = r is not None
+            if sel["method"] == "forecaster":
+                forecast[rows] = _positive_column(self.forecasters_[key], X)
+            elif r is None:
                 raise ParameterError(f"the events of {key!r} have no raw probability to recalibrate")
-            forecast[rows] = np.clip(r if method == "raw"
-                                     else _positive_column(self.forecasters_[key], r), lo, hi)
+            else:
+                forecast[rows] = (r if sel["method"] == "raw"
+                                  else _positive_column(self.forecasters_[key], r))
+        fallback = self._fallback_kinds(test, has_raw)
+        for key in fallback:
+            forecast[self._rows(table, key)] = self._raw(table, self._rows(table, key))
+        for key in has_raw:
+            rows = self._rows(table, key)
+            forecast[rows] = np.clip(forecast[rows], *self._bounds(key))
         if test is not None:
             self._warn_if_shifted(test, fallback)
         return CalibratedEvents(table, forecast, fallback)
+
+    def _bounds(self, key) -> tuple:
+        """The clip bounds of the forecasts of a kind (never exactly 0 or 1)."""
+        return _support_bounds(self.selection_[key]["n_events"], float(getattr(self, "prior", 0.0)))
+
+    def _fallback_kinds(self, test, has_raw: dict) -> dict:
+        """Kinds that keep the raw probability under ``shift_policy='fallback'``: those whose
+        map reads a column the shift test flagged (``has_raw``: kinds of the batch, and
+        whether their events have a raw probability)."""
+        if test is None or getattr(self, "shift_policy", "warn") != "fallback":
+            return {}
+        out = {}
+        for key, ok in has_raw.items():
+            method = self.selection_[key]["method"]
+            names = ["raw"] if method == "isotonic" else list(self.feature_names_[key])
+            if ok and method != "raw" and test.kind_shifted(key, names):
+                out[key] = "raw"
+        return out
 
     def shift_test(self, pred, *, groups=None) -> ShiftTest:
         """Test whether the events of ``pred`` are distributed like the recalibration events.
@@ -1323,6 +1341,27 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     _SHIFT_PERMUTATIONS = 200
 
     def _shift_test(self, table: EventTable, event_group) -> ShiftTest:
+        return self._shift_test_rows(self._shift_rows(table, event_group))
+
+    def _shift_rows(self, table: EventTable, event_group) -> dict:
+        """The new events' columns of each kind's shift test: ``{key: (values, groups)}``."""
+        out = {}
+        for key in self.selection_:
+            if key != "pooled" and key not in table.kind_names:
+                continue
+            rows = self._rows(table, key)
+            if not rows.any():
+                continue
+            X, _ = self._design(table, key)
+            r = self._raw(table, rows)
+            extra = len(self.shift_columns_[key]) == X.shape[1] + 1  # raw as a column of its own
+            if extra and r is None:
+                raise ParameterError(f"the events of {key!r} have no raw probability to compare")
+            out[key] = (np.column_stack([r, X]) if extra else X, event_group[rows])
+        return out
+
+    def _shift_test_rows(self, rows_by_key: dict) -> ShiftTest:
+        """The shift test of new events given as :meth:`_shift_rows` gives them."""
         from .shift import group_shift_test
 
         rng = check_random_state(self.random_state)
@@ -1330,18 +1369,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         tested = []
         for key in self.selection_:
             seed = int(rng.integers(0, 2**31 - 1))
-            if key != "pooled" and key not in table.kind_names:
+            if key not in rows_by_key:
                 continue
-            rows = self._rows(table, key)
-            X, _ = self._design(table, key)
-            r = self._raw(table, rows)
-            if not rows.any():
-                continue
-            extra = len(self.shift_columns_[key]) == X.shape[1] + 1  # raw as a column of its own
-            if extra and r is None:
-                raise ParameterError(f"the events of {key!r} have no raw probability to compare")
-            new = np.column_stack([r, X]) if extra else X
-            grp = event_group[rows]
+            new, grp = rows_by_key[key]
             sample = _shift_sample(grp, np.random.default_rng(seed), self._SHIFT_CAP)
             ref = self.shift_reference_[key]
             ref_groups = getattr(self, "shift_groups_", {}).get(key)

@@ -468,6 +468,14 @@ def test_graphs_apply_and_fit_equal_the_single_process_path(client, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith((".o1", "o1", ".o2", "o2"))]
 
 
+def _in_worker():
+    try:
+        distributed.get_worker()
+    except ValueError:
+        return False
+    return True
+
+
 class _DiesOnPredict(StructuredRecalibrator):
     """A recalibrator whose worker process dies in the middle of a partition.
 
@@ -475,8 +483,10 @@ class _DiesOnPredict(StructuredRecalibrator):
     an object (the fallback the module docstring describes).
     """
 
-    def predict(self, pred, y_true=None, **kwargs):
-        os._exit(1)
+    def events(self, pred, y_true=None, **kwargs):
+        if _in_worker():  # fit runs here; predicting dies on the worker
+            os._exit(1)
+        return super().events(pred, y_true, **kwargs)
 
 
 def test_a_dying_worker_fails_the_run_without_output(client, tmp_path):
@@ -536,3 +546,51 @@ def test_group_column_and_guarantee(client, tmp_path):
                    .replace_schema_metadata(t.schema.metadata), f)
     with pytest.raises(ParameterError, match="several values in the `group` column"):
         read_partition(f)
+
+
+def test_one_shift_decision_for_the_whole_dataset(client, tmp_path):
+    # partitions 0-1 look like the recalibration data, 2-3 are far sharper: the fallback
+    # decision is taken once for the dataset and applied to every partition, as the single
+    # process does for its whole batch
+    from structcal.exceptions import DistributionShiftWarning
+
+    def world(n, seed, scale):
+        rng = np.random.default_rng(seed)
+        lengths = rng.integers(2, 8, n)
+        unary = rng.standard_normal((lengths.sum(), 5)) * scale
+        labels = np.where(rng.random(lengths.sum()) < 0.7, unary.argmax(axis=1),
+                          rng.integers(0, 5, lengths.sum()))
+        return unary, lengths, labels
+
+    u0, l0, y0 = world(300, 1, 1.0)
+    fit_pot = ChainPotentials.from_scores(u0, l0, np.eye(5) * 0.3)
+    rec = StructuredRecalibrator(kinds=[MAPEvent()], method="isotonic", shift_policy="fallback",
+                                 random_state=0).fit(StructuredPrediction(fit_pot),
+                                                     np.split(y0, np.cumsum(l0)[:-1]))
+    ua, la, ya = world(100, 2, 1.0)
+    ub, lb, yb = world(100, 3, 6.0)
+    pot = ChainPotentials.from_scores(np.vstack([ua, ub]), np.concatenate([la, lb]),
+                                      np.eye(5) * 0.3)
+    labels = np.split(np.concatenate([ya, yb]), np.cumsum(np.concatenate([la, lb]))[:-1])
+    with pytest.warns(DistributionShiftWarning):
+        single = rec.predict(StructuredPrediction(pot), labels)
+    assert single.fallback == {"map": "raw"}
+    write_chain_dataset(tmp_path / "data", pot, items_per_partition=50, labels=labels)
+    with pytest.warns(DistributionShiftWarning) as caught:
+        info = apply_recalibrator(rec, tmp_path / "data", tmp_path / "out", client=client)
+    assert len([w for w in caught if issubclass(w.category, DistributionShiftWarning)]) == 1
+    assert info["fallback"] == ["map"] and info["shift_test"].shifted
+    got = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "out").glob("*.parquet"))])
+    np.testing.assert_allclose(got.column("forecast").to_numpy(), single.forecast, rtol=0, atol=1e-12)
+    assert json.loads((tmp_path / "out" / "_SUCCESS").read_text())["fallback"] == ["map"]
+    # the unshifted half alone: no fallback anywhere, the fitted map's forecasts
+    pot_a = ChainPotentials.from_scores(ua, la, np.eye(5) * 0.3)
+    write_chain_dataset(tmp_path / "data_a", pot_a, items_per_partition=50,
+                        labels=np.split(ya, np.cumsum(la)[:-1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DistributionShiftWarning)
+        info = apply_recalibrator(rec, tmp_path / "data_a", tmp_path / "out_a", client=client)
+    assert info["fallback"] == [] and not info["shift_test"].shifted
+    got = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "out_a").glob("*.parquet"))])
+    want = rec.predict(StructuredPrediction(pot_a), np.split(ya, np.cumsum(la)[:-1]))
+    np.testing.assert_allclose(got.column("forecast").to_numpy(), want.forecast, rtol=0, atol=1e-12)
