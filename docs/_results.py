@@ -229,9 +229,34 @@ def unet():
     return "\n".join(rows) + "\n"
 
 
+def small_sample():
+    d = _load("small_sample_study.json")
+    if d is None:
+        return _missing("small_sample_study.json", "python benchmarks/small_sample_study.py "
+                        "--draws 20 --out benchmarks/results/small_sample_study.json")
+    rows = ["| source -> target / kind | events | raw | isotonic as reference | raw as reference "
+            "| difference [95%] | worse than raw (isotonic ref / raw ref) |",
+            "|---|---|---|---|---|---|---|"]
+    for k, cells in d["settings"].items():
+        for n, v in cells.items():
+            w = v["worse_than_raw_by_0.005"]
+            rows.append(f"| {k} | {n} | {v['brier_raw_x100']:.2f} | {v['brier_isotonic_ref_x100']:.2f} "
+                        f"| {v['brier_raw_ref_x100']:.2f} | {v['raw_ref_minus_isotonic_ref_x100']:+.2f} "
+                        f"{_ci(v['interval_x100'])} | {100 * w['isotonic ref']:.0f}% / "
+                        f"{100 * w['raw ref']:.0f}% |")
+    s = d["summary"]
+    rows += ["", f"Raw as the reference was better beyond the interval in "
+             f"{s['raw_ref_better_beyond_interval']} of {s['cells']} cells and worse in "
+             f"{s['raw_ref_worse_beyond_interval']}; mean difference {s['mean_difference_x100']:+.2f} "
+             f"Brier x100; recalibrated worse than raw in {100 * s['worse_than_raw_isotonic_ref']:.0f}% "
+             f"of draws with isotonic as the reference, {100 * s['worse_than_raw_raw_ref']:.0f}% with raw. "
+             f"Command: `{d['command']}`."]
+    return "\n".join(rows) + "\n"
+
+
 def write_all():
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, fn in (("shift", shift), ("guarantees", guarantees),
+    for name, fn in (("shift", shift), ("small_sample", small_sample), ("guarantees", guarantees),
                      ("segmentation", segmentation), ("ner", ner), ("neural", neural),
                      ("unet", unet), ("spacy", spacy_study), ("hf", hf_study)):
         text = fn()
