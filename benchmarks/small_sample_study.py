@@ -52,8 +52,9 @@ def log(msg):
 
 
 def tables(src, tgt, kind):
-    """Event tables of the source and target (features of the default recalibrator)."""
-    rec = StructuredRecalibrator(kinds=[kind], shift_check=False, random_state=0)
+    """Event tables of the source and target (features of the default recalibrator; the
+    method does not change them, and 'raw' fits no map)."""
+    rec = StructuredRecalibrator(kinds=[kind], method="raw", shift_check=False, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rec.fit(src.pred, src.y, groups=src.groups)
@@ -62,24 +63,24 @@ def tables(src, tgt, kind):
 
 def draw_items(src_groups, table, n, rng):
     """Items of whole groups, in random order, until their events number at least n."""
-    per_item = np.bincount(table.item, minlength=src_groups.shape[0])
-    groups = np.unique(src_groups)
-    items, count = [], 0
-    for g in rng.permutation(groups):
-        members = np.flatnonzero(src_groups == g)
-        items.append(members)
-        count += int(per_item[members].sum())
-        if count >= n:
-            break
-    return np.concatenate(items)
+    _, group_of = np.unique(src_groups, return_inverse=True)
+    per_group = np.bincount(group_of[table.item], minlength=group_of.max() + 1)
+    order = rng.permutation(per_group.shape[0])
+    n_groups = int(np.searchsorted(np.cumsum(per_group[order]), n)) + 1
+    return np.flatnonzero(np.isin(group_of, order[:n_groups]))
 
 
 def fit_rule(table, groups, small, seed):
+    """The default recalibrator fit with ``small`` as the small-kind threshold."""
+    before = recalibration.SMALL_KIND_EVENTS
     recalibration.SMALL_KIND_EVENTS = small
-    rec = StructuredRecalibrator(kinds=None, shift_check=False, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rec.fit_events(table, groups=groups)
+    try:
+        rec = StructuredRecalibrator(kinds=None, shift_check=False, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rec.fit_events(table, groups=groups)
+    finally:
+        recalibration.SMALL_KIND_EVENTS = before
     return rec
 
 

@@ -1057,14 +1057,13 @@ def _dataset_shift_test(recalibrator, shifts, seed):
 def _fall_back_partition(file, kinds, bounds):
     """Worker task: the events of ``kinds`` in one written output partition take their raw
     probability (clipped to ``bounds[kind]``) and are not accepted."""
-    pa, _, pq = _pyarrow()
+    pa, pc, pq = _pyarrow()
     table = pq.read_table(file)
-    kind = np.asarray(table.column("kind").to_pylist(), dtype=object)
     forecast = table.column("forecast").to_numpy().copy()
     raw = table.column("raw").to_numpy()
     hit = np.zeros(forecast.shape[0], dtype=bool)
     for k in kinds:
-        rows = kind == k
+        rows = pc.equal(table.column("kind"), k).to_numpy(zero_copy_only=False)
         forecast[rows] = np.clip(raw[rows], *bounds[k])
         hit |= rows
     table = table.set_column(table.schema.get_field_index("forecast"), "forecast",
@@ -1155,8 +1154,9 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, guaran
         # is recovered by recomputing it (scattered data would be lost with its worker)
         rec = client.submit(_identity, payload, pure=False)
         shift_cap = recalibrator._SHIFT_CAP if recalibrator.shift_check else 0
-        seeds = np.random.default_rng(check_random_state(recalibrator.random_state).integers(
-            0, 2**31 - 1)).integers(0, 2**31 - 1, size=len(files) + 1)
+        # one seed per partition's shift sample, one for the dataset's
+        seeds = check_random_state(recalibrator.random_state).integers(0, 2**31 - 1,
+                                                                        size=len(files) + 1)
         futures = [
             client.submit(
                 _predict_partition, rec, str(f), str(tmp), _version(), inference_options,

@@ -528,17 +528,19 @@ def _clustered_se(d: np.ndarray, items: np.ndarray) -> float:
 SMALL_KIND_EVENTS = 100
 
 
-def _one_se_choice(losses: dict, items: np.ndarray, n_se, small=SMALL_KIND_EVENTS) -> str:
+def _one_se_choice(losses: dict, items: np.ndarray, n_se, small=None) -> str:
     """The method picked from per-event held-out losses by the rule of ``method='auto'``.
 
     Isotonic regression is the reference; the forecaster replaces it if its mean loss is
     lower by more than ``n_se[0]`` clustered standard errors of the paired difference; the
     raw probability then replaces the current choice if lower by more than ``n_se[1]``.
-    A single number serves both steps. With fewer than ``small`` events the raw
-    probability is the reference instead: isotonic regression replaces it only if lower
-    by more than ``n_se[1]``, then the forecaster the current choice by ``n_se[0]``.
+    A single number serves both steps. With fewer than ``small`` (default
+    :data:`SMALL_KIND_EVENTS`) events the raw probability is the reference instead:
+    isotonic regression replaces it only if lower by more than ``n_se[1]``, then the
+    forecaster the current choice by ``n_se[0]``.
     """
     n_forecaster, n_raw = _se_margins(n_se)
+    small = SMALL_KIND_EVENTS if small is None else small
 
     def beats(a, b, n):
         d = losses[a] - losses[b]
@@ -1079,7 +1081,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 SingleGroupWarning, stacklevel=4,
             )
             return "raw", {}, {}
-        chosen = _one_se_choice(losses, items, self.n_se, small=SMALL_KIND_EVENTS)
+        chosen = _one_se_choice(losses, items, self.n_se)
         scores = {m: float(np.mean(losses[m])) for m in METHODS}
         ses = {m: _clustered_se(losses[m] - losses[chosen], items) for m in METHODS}
         return chosen, scores, ses
@@ -1269,7 +1271,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             if np.unique(event_group).size >= self._SHIFT_MIN_GROUPS:
                 test = self._shift_test(table, event_group)
         forecast = np.empty(table.n_events)
-        has_raw = {}
+        batch = {}  # kind -> (its rows, its raw probabilities or None)
         for key, sel in self.selection_.items():
             if key != "pooled" and key not in table.kind_names:
                 continue  # no events of this kind in the batch
@@ -1280,7 +1282,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             if not rows.any():  # no events of this kind in the batch: nothing to forecast
                 continue
             r = self._raw(table, rows)
-            has_raw[key] = r is not None
+            batch[key] = rows, r
             if sel["method"] == "forecaster":
                 forecast[rows] = _positive_column(self.forecasters_[key], X)
             elif r is None:
@@ -1288,12 +1290,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             else:
                 forecast[rows] = (r if sel["method"] == "raw"
                                   else _positive_column(self.forecasters_[key], r))
-        fallback = self._fallback_kinds(test, has_raw)
-        for key in fallback:
-            forecast[self._rows(table, key)] = self._raw(table, self._rows(table, key))
-        for key in has_raw:
-            rows = self._rows(table, key)
-            forecast[rows] = np.clip(forecast[rows], *self._bounds(key))
+        fallback = self._fallback_kinds(test, {k: r is not None for k, (_, r) in batch.items()})
+        for key, (rows, r) in batch.items():
+            forecast[rows] = np.clip(r if key in fallback else forecast[rows], *self._bounds(key))
         if test is not None:
             self._warn_if_shifted(test, fallback)
         return CalibratedEvents(table, forecast, fallback)
