@@ -149,13 +149,11 @@ def neural():
     if d is None:
         return _missing("neural_tagger_study.json", "python benchmarks/neural_tagger_study.py "
                         "--out benchmarks/results/neural_tagger_study.json")
-    ex, ent, g = d["exactness"], d["entities"], d["guarantee"]
+    ex, g = d["exactness"], d["guarantee"]
     rows = [f"MAP labeling equal to pytorch-crf's `decode` on {100 * ex['map_equals_pytorch_crf_decode']:.0f}% "
             f"of {ex['n_sentences']} test sentences; log-partition within "
             f"{ex['max_abs_log_partition_difference']:.1e} of pytorch-crf's (which computes in "
-            "float32). Entities (test): precision "
-            f"{ent['precision']:.3f}, recall {ent['recall']:.3f}, F1 {ent['f1']:.3f} "
-            f"({ent['n_predicted']} predicted, {ent['n_gold']} gold).", ""]
+            "float32). " + _entities_line(d["entities"]), ""]
     rows += _conf_rows(d["confidence"])
     rows += ["", _guarantee_line(g) + f" Default recalibration chose: {_chose(d)}. "
              f"Command: `{d['command']}`."]
