@@ -85,7 +85,9 @@ def _key(*parts) -> str:
 def _crfsuite_for(data, rows, tag: str):
     """A CRFsuite tagger trained on the sentences ``rows`` of ``data`` (cached)."""
     CACHE.mkdir(exist_ok=True)
-    path = CACHE / f"{tag}-{_key(tag, rows.tolist())}.crfsuite"
+    # the key includes the features of a probe sentence: a new feature set retrains
+    probe = token_features([["Probe", "@user", "#Tag", "in", "2017", "http://x.y", "new-york"]])
+    path = CACHE / f"{tag}-{_key(tag, rows.tolist(), probe)}.crfsuite"
     sub = data.subset(rows)
     if path.exists():
         return CRFsuiteModel.from_file(path)

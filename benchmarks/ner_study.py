@@ -3,7 +3,8 @@
 Models, trained on the WNUT-17 train split with the same token features
 (``structcal.datasets.token_features``):
 
-- ``crfsuite``: sklearn-crfsuite (L-BFGS, c1 = 0.1, c2 = 0.1, all possible transitions),
+- ``crfsuite``: the shipped CRFsuite tagger (``benchmarks/train_wnut17_tagger.py``: L-BFGS,
+  all possible transitions; with ``--quick`` a model with its settings trained on a subset),
   read through ``structcal.adapters.CRFsuiteModel`` (exact weights from the model file);
 - ``chaincrf``: structcal's ``ChainCRF`` on the same features as a scipy.sparse matrix
   (``DictVectorizer(separator=":")``), when this checkout's ChainCRF accepts sparse input.
@@ -83,14 +84,26 @@ def log(msg):
 
 
 def train_crfsuite(X, y, max_iterations):
+    """An sklearn-crfsuite model with the shipped tagger's settings (for ``--quick`` runs)."""
     import sklearn_crfsuite
 
+    from train_wnut17_tagger import SETTINGS
+
     crf = sklearn_crfsuite.CRF(
-        algorithm="lbfgs", c1=0.1, c2=0.1, max_iterations=max_iterations,
+        algorithm="lbfgs", c1=SETTINGS["c1"], c2=SETTINGS["c2"], max_iterations=max_iterations,
         all_possible_transitions=True,
     )
     crf.fit(X, y)
     return crf
+
+
+def shipped_crfsuite():
+    """The shipped WNUT-17 tagger (``benchmarks/train_wnut17_tagger.py``) as an sklearn-crfsuite model."""
+    import sklearn_crfsuite
+
+    from structcal.datasets import wnut17_tagger_path
+
+    return sklearn_crfsuite.CRF(model_filename=str(wnut17_tagger_path()))
 
 
 def chaincrf_supports_sparse():
@@ -454,8 +467,6 @@ def main(argv=None):
     ap.add_argument("--skip-speed", action="store_true", help="leave out the speed comparison")
     ap.add_argument("--skip-crossfit", action="store_true", help="leave out the crossfit protocol")
     ap.add_argument("--skip-devtest", action="store_true", help="leave out the dev -> test protocol")
-    ap.add_argument("--save-model", default=None, help="copy the trained CRFsuite model file here "
-                    "(how structcal/pretrained/wnut17_crfsuite.crfsuite was made)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(SEED)
     data = load_wnut17()
@@ -471,14 +482,13 @@ def main(argv=None):
     crf = model = None
     tags = TagScheme(data.tag_names, "BIO")
     if "crfsuite" in args.models or not args.skip_speed:
-        t0 = time.perf_counter()
-        crf = train_crfsuite(X["train"], train.tag_strings, max_iter)
-        log(f"CRFsuite trained in {time.perf_counter() - t0:.1f} s")
+        if args.quick:
+            t0 = time.perf_counter()
+            crf = train_crfsuite(X["train"], train.tag_strings, max_iter)
+            log(f"CRFsuite trained in {time.perf_counter() - t0:.1f} s")
+        else:
+            crf = shipped_crfsuite()
         model = CRFsuiteModel.from_model(crf)
-        if args.save_model:
-            import shutil
-
-            shutil.copy(crf.modelfile.name, args.save_model)
         tags = TagScheme(model.labels, "BIO")
 
     def gold(split):  # gold tags in the model's label order

@@ -103,6 +103,25 @@ def segmentation():
     return "\n".join(rows) + "\n"
 
 
+def wnut17_tagger():
+    d = _load("wnut17_tagger.json")
+    if d is None:
+        return _missing("wnut17_tagger.json", "python benchmarks/train_wnut17_tagger.py")
+    rows = ["| split | token accuracy | entity precision | recall | F1 | predicted / gold entities |",
+            "|---|---|---|---|---|---|"]
+    for split, m in d["figures"].items():
+        rows.append(f"| {split} | {100 * m['token_accuracy']:.1f}% | {100 * m['precision']:.1f} | "
+                    f"{100 * m['recall']:.1f} | {100 * m['f1']:.1f} | {m['n_predicted']:,} / {m['n_gold']:,} |")
+    pub = d["published_shared_task_f1"]
+    rows.append(f"| *reference:* the 2017 shared-task systems on test | | | | "
+                f"{pub['lowest']:.1f} to {pub['highest']:.1f} | |")
+    st = d["settings"]
+    rows += ["", f"python-crfsuite, L-BFGS, c1 {st['c1']}, c2 {st['c2']}, {st['max_iterations']} "
+             f"iterations, on the {d['n_train_sentences']:,} train sentences; exact chunks (conlleval "
+             "rules). Command: `python benchmarks/train_wnut17_tagger.py`."]
+    return "\n".join(rows) + "\n"
+
+
 def ner():
     rows = []
     for tagger in ("crfsuite", "chaincrf"):
@@ -126,7 +145,9 @@ def ner():
                             f"{cell('knn')} | {cell('default')} |")
     if not rows:
         return _missing("ner_study_crfsuite_devtest.json", "python benchmarks/ner_study.py")
-    rows += ["", "Brier x100 on WNUT-17 test. Command: `python benchmarks/ner_study.py`."]
+    rows += ["", "Brier x100 on WNUT-17 test. Commands: `python benchmarks/ner_study.py --models M "
+             "--skip-crossfit --n-resamples 500` (dev->test) and `--skip-devtest --skip-speed --folds 3 "
+             "--n-resamples 500` (crossfit), with M = crfsuite, chaincrf."]
     return "\n".join(rows) + "\n"
 
 
@@ -255,7 +276,7 @@ def small_sample():
 def write_all():
     OUT.mkdir(parents=True, exist_ok=True)
     for name, fn in (("shift", shift), ("small_sample", small_sample), ("guarantees", guarantees),
-                     ("segmentation", segmentation), ("ner", ner), ("neural", neural),
+                     ("segmentation", segmentation), ("wnut17_tagger", wnut17_tagger), ("ner", ner), ("neural", neural),
                      ("unet", unet), ("spacy", spacy_study), ("hf", hf_study)):
         text = fn()
         path = OUT / f"{name}.md"

@@ -62,8 +62,8 @@ CRFsuite model + CoNLL tokens (--crfsuite MODEL, data = a text file):
   token's own. Event kinds for entities (entity,
   contains_entity, all_entities) use the model's tag names with --scheme (default BIO).
   Each token's CRFsuite features must be those the model was trained on: by default
-  structcal.datasets.token_features (the sklearn-crfsuite tutorial's features without
-  part-of-speech tags); with --token-features MODULE:FUNCTION (or
+  structcal.datasets.token_features (word, shape, affixes, letter trigrams, tweet
+  marks and a +-2 word window: the shipped WNUT-17 tagger's features); with --token-features MODULE:FUNCTION (or
   path/to/file.py:FUNCTION) your own: FUNCTION(sentences) gets the sentences (lists of
   token strings) and returns one list per sentence holding one feature dict per token
   (or a list of attribute names), as given to pycrfsuite.Trainer.append; if FUNCTION
