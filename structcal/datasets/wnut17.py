@@ -253,10 +253,12 @@ def token_features(sentences) -> list[list[dict]]:
     The features of the shipped WNUT-17 tagger (:func:`wnut17_tagger_path`), the usual
     ones of feature-based NER taggers, without word clusters or gazetteers. For each token:
 
-    - the word: a bias, its lower case, :func:`word_shape`, case flags (title, upper,
+    - the word: a bias, its lower case, its shape (``X`` upper, ``x`` lower, ``d`` digit, runs cut
+      to two), case flags (title, upper,
       first letter upper and not the first token), digits, letters only, hyphen, a stop
       word, the length (capped at 10), prefixes and suffixes of 1 to 4 letters (and the
-      5-letter suffix), the bag of its letter trigrams (of ``<lower case>``);
+      5-letter suffix), its letter trigrams (of ``<lower case>``, a list under the key
+      ``c3``: one attribute ``c3:abc`` each);
     - tweet marks: @mention, #hashtag, URL, and for a mention or hashtag its body (lower
       case, shape, title case);
     - its position (the first token) and whether the previous token is ``@``, *at*, *in*,
@@ -272,8 +274,9 @@ def token_features(sentences) -> list[list[dict]]:
     Returns
     -------
     list of list of dict
-        One dict per token (string values become ``key:value`` attributes, booleans and
-        numbers numeric attributes), usable by :mod:`pycrfsuite`, ``sklearn_crfsuite``,
+        One dict per token (string values become ``key:value`` attributes, lists of
+        strings one ``key:item`` attribute per item, booleans and numbers numeric
+        attributes), usable by :mod:`pycrfsuite`, ``sklearn_crfsuite``,
         :func:`structcal.adapters.crfsuite_potentials` and scikit-learn's
         ``DictVectorizer(separator=":")``.
 
@@ -306,9 +309,8 @@ def token_features(sentences) -> list[list[dict]]:
             if body and body != w:
                 f["tagbody_title"] = body[:1].isupper()
                 f["tagbody_shape"] = _word_shape(body)
-            padded = "<" + low + ">"
-            for g in dict.fromkeys(padded[k:k + 3] for k in range(len(padded) - 2)):
-                f["c3:" + g] = 1.0
+            padded = "<" + low + ">"  # a list value: one attribute c3:abc per trigram
+            f["c3"] = list(dict.fromkeys(padded[k:k + 3] for k in range(len(padded) - 2)))
             word_cache[w] = f
         return f
 
