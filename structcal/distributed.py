@@ -8,8 +8,9 @@ shift check judges the whole dataset as one batch: each partition sends the clie
 uniform sample of its events' test columns (at most the recalibrator's cap of 5,000 per
 kind, with their groups), the client draws from them a sample of the dataset
 proportional to each partition's events and runs the test once, warns once, and with
-``shift_policy='fallback'`` every partition's events of a flagged kind take the raw
-probability (and are not accepted under a guarantee). The test sees a different random
+``shift_policy='fallback'`` every partition's events of a flagged kind take the map
+the recalibrator falls back to, the raw probability or isotonic regression on it (and are
+not accepted under a guarantee). The test sees a different random
 sample of events than a single process would, so its p-values differ slightly.
 
 **Dataset layout.** A dataset is a directory of Parquet files ``part-*.parquet``, each
@@ -1055,16 +1056,18 @@ def _dataset_shift_test(recalibrator, shifts, seed):
 
 
 def _fall_back_partition(file, kinds, bounds):
-    """Worker task: the events of ``kinds`` in one written output partition take their raw
-    probability (clipped to ``bounds[kind]``) and are not accepted."""
+    """Worker task: the events of ``kinds`` (kind -> None for the raw probability, or the
+    isotonic map of the raw probability to use) in one written output partition take
+    that forecast (clipped to ``bounds[kind]``) and are not accepted."""
     pa, pc, pq = _pyarrow()
     table = pq.read_table(file)
     forecast = table.column("forecast").to_numpy().copy()
     raw = table.column("raw").to_numpy()
     hit = np.zeros(forecast.shape[0], dtype=bool)
-    for k in kinds:
+    for k, iso in kinds.items():
         rows = pc.equal(table.column("kind"), k).to_numpy(zero_copy_only=False)
-        forecast[rows] = np.clip(raw[rows], *bounds[k])
+        value = raw[rows] if iso is None else iso.predict_proba(raw[rows])[:, 1]
+        forecast[rows] = np.clip(value, *bounds[k])
         hit |= rows
     table = table.set_column(table.schema.get_field_index("forecast"), "forecast",
                              pa.array(forecast))
@@ -1124,7 +1127,8 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, guaran
         ``{"destination": Path, "n_items": int, "n_events": int, "n_partitions": int,
         "shift_test": ShiftTest or None, "fallback": list of str}``: the shift test of
         the whole dataset (None with ``shift_check=False`` or fewer than 5 groups) and
-        the kinds that fell back to the raw probability.
+        the kinds whose fitted map was replaced (see ``shift_policy`` of
+        :class:`~structcal.StructuredRecalibrator`).
 
     Warns
     -----
@@ -1173,8 +1177,10 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, guaran
         fallback = recalibrator._fallback_kinds(test, has_raw)
         if fallback:  # one decision for the whole dataset, applied to every partition
             bounds = {k: recalibrator._bounds(k) for k in fallback}
+            maps = {k: (recalibrator.fallback_maps_[k] if m == "isotonic" else None)
+                    for k, m in sorted(fallback.items())}
             client.gather([client.submit(_fall_back_partition, str(tmp / Path(f).name),
-                                         sorted(fallback), bounds, pure=False) for f in files])
+                                         maps, bounds, pure=False) for f in files])
         if test is not None:
             recalibrator._warn_if_shifted(test, fallback)
         info = {

@@ -59,7 +59,8 @@ class CalibratedEvents:
     fallback : dict of str to str, optional
         The kinds whose fitted map was not used because the batch looked unlike the
         recalibration data (``shift_policy='fallback'``), with the method used instead
-        (``'raw'``); empty when none.
+        (``'raw'``, or ``'isotonic'`` for a forecaster whose features shifted but whose
+        raw probability did not); empty when none.
     """
 
     table: EventTable
@@ -641,11 +642,12 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         predicts an input at a time flip between map and raw from call to call.
         :meth:`shift_test` tests any batch.
     shift_policy : {'fallback', 'warn'}, default='fallback'
-        What a flagged batch changes: ``'fallback'`` uses the model's raw probability for
-        the kinds whose fitted map reads a shifted column (isotonic: the raw probability;
-        the forecaster: its features), ``'warn'`` only warns. See Notes: the fitted map is
-        a correction learnt on the recalibration data, and it is the part that may not
-        transfer.
+        What a flagged batch changes: ``'fallback'`` replaces the fitted map of the kinds
+        whose map reads a shifted column by the simplest map whose input did not shift
+        (the forecaster, which reads the features, by isotonic regression on the raw
+        probability if that did not shift; isotonic regression by the model's raw
+        probability), ``'warn'`` only warns. See Notes: the fitted map is a correction
+        learnt on the recalibration data, and it is the part that may not transfer.
     random_state : int, numpy.random.Generator or None, default=0
         Seeds the cross-validation folds, the forecasters and the shift tests' samples.
         The default makes every fit reproducible (same inputs, same outputs); ``None``
@@ -666,6 +668,10 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         The fitted map of each kind whose method is ``'isotonic'`` (an
         ``IsotonicCalibration`` of the raw probability) or ``'forecaster'`` (the region
         forecaster on the features); kinds kept ``'raw'`` have no entry.
+    fallback_maps_ : dict of str to IsotonicCalibration
+        For each kind whose method is ``'forecaster'`` and whose events have a raw
+        probability: isotonic regression of the outcome on it, the map a batch falls back
+        to when the forecaster's features shifted but the raw probability did not.
     feature_names_ : dict of str to tuple of str
         The feature columns of each kind.
     shift_reference_ : dict of str to ndarray of shape (n_sample, n_columns)
@@ -749,8 +755,13 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     *What a shifted batch changes.* The fitted map is a correction learnt on the
     recalibration data; under shift it is the part that may not transfer (a model less
     overconfident on the new data than on the old is made worse by a map that sharpens
-    it). With ``shift_policy='fallback'`` a kind whose map reads a flagged column keeps
-    the model's raw probability for this batch. The decision is per batch: a batch's
+    it). With ``shift_policy='fallback'`` a kind whose map reads a flagged column falls
+    back, for this batch, to the simplest map whose input did not shift: a forecaster
+    (whose neighbourhoods in feature space are what a shift of the features moves) to
+    isotonic regression on the raw probability, if the raw probability's distribution did
+    not shift (a one-dimensional calibration map stays right when only the mix of
+    events changes); otherwise, and for isotonic regression, to the model's raw
+    probability. The decision is per batch: a batch's
     forecasts then depend on the batch (a single input cannot be tested and is never
     flagged); ``shift_policy='warn'`` makes every input's forecast its own.
 
@@ -1015,6 +1026,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 raise ParameterError(f"`method` names {unknown}, which are not among {keys}")
         self.forecasters_, self.feature_names_, self.selection_ = {}, {}, {}
         self.shift_reference_, self.shift_columns_, self.shift_groups_ = {}, {}, {}
+        self.fallback_maps_ = {}
         keys = ["pooled"] if self.pooled else list(table.kind_names)
         for key in progress(keys, desc="fitting forecasters", verbose=verbose):
             rows = self._rows(table, key)
@@ -1041,6 +1053,10 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                         warnings.simplefilter("ignore", SingleClassWarning)
                     self.forecasters_[key] = _fit_with_groups(
                         self._base_forecaster(seed), X, y, grp)
+                if r is not None:  # what a batch whose features shifted falls back to
+                    iso = _fit_isotonic(r, y, float(self.prior))
+                    if iso is not None:
+                        self.fallback_maps_[key] = iso
             self.feature_names_[key] = names
             self.selection_[key] = {
                 "method": method,
@@ -1188,6 +1204,15 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                                  f"feature_names_ lists {len(cols)}")
             if entry["method"] == "isotonic" and width not in (None, 1):
                 raise ValueError(f"the isotonic map of {key!r} must take one score")
+        maps = getattr(self, "fallback_maps_", {})  # absent in files of older versions
+        if not isinstance(maps, dict):
+            raise ValueError("fallback_maps_ must be a dict")
+        for key, m in maps.items():
+            if key not in sel or sel[key]["method"] != "forecaster":
+                raise ValueError(f"fallback_maps_ has an entry for {key!r}, which is not a "
+                                 "forecaster kind")
+            if not hasattr(m, "predict_proba") or getattr(m, "n_features_in_", 1) != 1:
+                raise ValueError(f"fallback_maps_[{key!r}] is not an isotonic map of one score")
             ref = getattr(self, "shift_reference_", {}).get(key)
             cols_ref = getattr(self, "shift_columns_", {}).get(key)
             if ref is not None and (not isinstance(ref, np.ndarray) or ref.ndim != 2
@@ -1293,7 +1318,12 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                                   else _positive_column(self.forecasters_[key], r))
         fallback = self._fallback_kinds(test, {k: r is not None for k, (_, r) in batch.items()})
         for key, (rows, r) in batch.items():
-            forecast[rows] = np.clip(r if key in fallback else forecast[rows], *self._bounds(key))
+            how = fallback.get(key)
+            if how == "raw":
+                forecast[rows] = r
+            elif how == "isotonic":
+                forecast[rows] = _positive_column(self.fallback_maps_[key], r)
+            forecast[rows] = np.clip(forecast[rows], *self._bounds(key))
         if test is not None:
             self._warn_if_shifted(test, fallback)
         return CalibratedEvents(table, forecast, fallback)
@@ -1303,17 +1333,30 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         return _support_bounds(self.selection_[key]["n_events"], float(getattr(self, "prior", 0.0)))
 
     def _fallback_kinds(self, test, has_raw: dict) -> dict:
-        """Kinds that keep the raw probability under ``shift_policy='fallback'``: those whose
-        map reads a column the shift test flagged (``has_raw``: kinds of the batch, and
-        whether their events have a raw probability)."""
+        """Kinds whose fitted map is not used under ``shift_policy='fallback'``, with the
+        method used instead (``has_raw``: kinds of the batch, and whether their events have
+        a raw probability).
+
+        A map that reads a column the shift test flagged falls back to the simplest map
+        whose input did not shift: the forecaster (which reads the features) to isotonic
+        regression on the raw probability when the raw probability itself did not shift,
+        else (and isotonic regression, whose one input is the raw probability) to the raw
+        probability.
+        """
         if test is None or getattr(self, "shift_policy", "warn") != "fallback":
             return {}
         out = {}
+        maps = getattr(self, "fallback_maps_", None) or {}
         for key, ok in has_raw.items():
             method = self.selection_[key]["method"]
-            names = ["raw"] if method == "isotonic" else list(self.feature_names_[key])
-            if ok and method != "raw" and test.kind_shifted(key, names):
-                out[key] = "raw"
+            if not ok or method == "raw":
+                continue
+            raw_shifted = test.kind_shifted(key, ["raw"])
+            if method == "isotonic":
+                if raw_shifted:
+                    out[key] = "raw"
+            elif test.kind_shifted(key, list(self.feature_names_[key])):
+                out[key] = "isotonic" if key in maps and not raw_shifted else "raw"
         return out
 
     def shift_test(self, pred, *, groups=None) -> ShiftTest:
@@ -1404,8 +1447,14 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 f"{where}{more} (Kolmogorov-Smirnov, permutation of groups, "
                 f"alpha={test.alpha:g})")
         if fallback:
-            what += (f". The kinds {sorted(fallback)} use the model's raw probability instead "
-                     "of their fitted map, which may not transfer to these data")
+            raw = sorted(k for k, m in fallback.items() if m == "raw")
+            iso = sorted(k for k, m in fallback.items() if m == "isotonic")
+            uses = ([f"the kinds {raw} use the model's raw probability"] if raw else []) + (
+                [f"the kinds {iso} use isotonic regression on the raw probability (which did "
+                 "not shift)"] if iso else [])
+            uses = "; ".join(uses)
+            what += (". " + uses[0].upper() + uses[1:] + " instead of their fitted map, "
+                     "which may not transfer to these data")
         else:
             what += ". The recalibration map may not transfer to them"
         what += (", and the finite-sample guarantees of structcal.guarantees, which assume "

@@ -594,3 +594,28 @@ def test_one_shift_decision_for_the_whole_dataset(client, tmp_path):
     got = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "out_a").glob("*.parquet"))])
     want = rec.predict(StructuredPrediction(pot_a), np.split(ya, np.cumsum(la)[:-1]))
     np.testing.assert_allclose(got.column("forecast").to_numpy(), want.forecast, rtol=0, atol=1e-12)
+
+
+def test_fall_back_partition_applies_each_kinds_fallback_map(tmp_path):
+    # the worker task behind shift_policy='fallback': a kind falling back to isotonic
+    # regression takes the map of its raw probability, one falling back to raw its raw
+    # probability, each clipped; their events are not accepted; other kinds are untouched
+    from structcal.calibrators import IsotonicCalibration
+    from structcal.distributed import _fall_back_partition
+
+    rng = np.random.default_rng(0)
+    raw = rng.random(30)
+    kind = np.array(["a", "b", "c"] * 10)
+    table = pa.table({"kind": pa.array(kind), "raw": pa.array(raw),
+                      "forecast": pa.array(np.full(30, 0.5)), "accepted": pa.array(np.ones(30, bool))})
+    pq.write_table(table, tmp_path / "p.parquet")
+    iso = IsotonicCalibration().fit(rng.random(200), rng.random(200) < 0.3)
+    bounds = {"a": (0.01, 0.99), "b": (0.2, 0.8)}
+    n = _fall_back_partition(str(tmp_path / "p.parquet"), {"a": iso, "b": None}, bounds)
+    got = pq.read_table(tmp_path / "p.parquet")
+    f, acc = got.column("forecast").to_numpy(), got.column("accepted").to_numpy()
+    a, b, c = kind == "a", kind == "b", kind == "c"
+    assert n == 20
+    np.testing.assert_allclose(f[a], np.clip(iso.predict_proba(raw[a])[:, 1], 0.01, 0.99))
+    np.testing.assert_allclose(f[b], np.clip(raw[b], 0.2, 0.8))
+    assert (f[c] == 0.5).all() and acc[c].all() and not acc[a | b].any()

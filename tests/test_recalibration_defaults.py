@@ -388,6 +388,62 @@ def test_shift_warning_on_shifted_batches_only():
         rec.predict(soft)
 
 
+def _feature_world(n, seed, x_shift=0.0, raw_power=1.0):
+    """One event per input: raw p ~ U(0, 1)**raw_power, a feature x, outcome ~ Bernoulli(p**2)."""
+    rng = np.random.default_rng(seed)
+    p = rng.random(n) ** raw_power
+    x = rng.normal(x_shift, 1.0, n)
+    y = rng.random(n) < p**2
+    return external_events(np.arange(n), kind="e", raw=p, features={"x": x}, outcome=y)
+
+
+def test_shift_fallback_takes_the_simplest_map_whose_input_did_not_shift(tmp_path):
+    fit = _feature_world(600, seed=0)
+    rec = StructuredRecalibrator(method="forecaster", forecaster=SMALL_KNN,
+                                 random_state=0).fit_events(fit)
+    iso = rec.fallback_maps_["e"]
+    direct = IsotonicCalibration(prior=0.0).fit(fit.raw, fit.outcome)
+    # only the feature moved: the forecaster falls back to isotonic regression on raw
+    moved_x = _feature_world(400, seed=1, x_shift=3.0)
+    with pytest.warns(DistributionShiftWarning, match=r"\['e'\] use isotonic regression on the raw"):
+        out = rec.predict_events(moved_x)
+    assert out.fallback == {"e": "isotonic"}
+    want = np.clip(iso.predict_proba(moved_x.raw)[:, 1], *rec._bounds("e"))
+    np.testing.assert_allclose(out.forecast, want, rtol=0, atol=1e-12)
+    assert np.corrcoef(want, direct.predict_proba(moved_x.raw)[:, 1])[0, 1] > 0.99
+    # the raw probability moved too: the raw probability
+    moved_both = _feature_world(400, seed=2, x_shift=3.0, raw_power=3.0)
+    with pytest.warns(DistributionShiftWarning, match=r"\['e'\] use the model's raw probability"):
+        out = rec.predict_events(moved_both)
+    assert out.fallback == {"e": "raw"}
+    np.testing.assert_allclose(out.forecast, np.clip(moved_both.raw, *rec._bounds("e")))
+    # nothing moved: the forecaster itself
+    same = _feature_world(400, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DistributionShiftWarning)
+        out = rec.predict_events(same)
+    assert out.fallback == {}
+    np.testing.assert_allclose(out.forecast, np.clip(
+        rec.forecasters_["e"].predict_proba(np.column_stack([same.raw, same.columns("x")[:, 0]]))[:, 1],
+        *rec._bounds("e")))
+    # 'warn' keeps the forecaster on the shifted batch
+    rec.set_params(shift_policy="warn")
+    with pytest.warns(DistributionShiftWarning):
+        assert rec.predict_events(moved_x).fallback == {}
+    # a saved and loaded recalibrator falls back the same way; an isotonic kind has no
+    # fallback map of its own (its one input is the raw probability)
+    rec.set_params(shift_policy="fallback")
+    from structcal import io
+
+    io.save(rec, tmp_path / "rec")
+    back = io.load(tmp_path / "rec")
+    with pytest.warns(DistributionShiftWarning):
+        again = back.predict_events(moved_x)
+    assert again.fallback == {"e": "isotonic"}
+    np.testing.assert_array_equal(again.forecast, want)
+    assert StructuredRecalibrator(method="isotonic", random_state=0).fit_events(fit).fallback_maps_ == {}
+
+
 @pytest.mark.parametrize("n, m", [(40, 60), (132, 150), (900, 700)])
 def test_shift_test_p_values_are_scipy_ks_2samp(n, m):
     # the column-batched KS test gives scipy's statistic and p-value (exact when n m <= 10^4)
