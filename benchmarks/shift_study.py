@@ -107,7 +107,8 @@ def score_target(fits, tgt, kind):
         w.__exit__(None, None, None)
     t = out["raw"].table
     fc = {m: o.forecast for m, o in out.items()}
-    return t.outcome.astype(float), tgt.groups[t.item], fc, bool(out["default"].fallback)
+    fallback = out["default"].fallback or {}
+    return t.outcome.astype(float), tgt.groups[t.item], fc, next(iter(fallback.values()), None)
 
 
 def paired(y, groups, forecasts, ref="raw", rng=None):
@@ -309,7 +310,7 @@ def main(argv=None):
             fits, cv = cache[key]
             y, g, fc, fell_back = score_target(fits, tgt, kind)
             res = paired(y, g, fc)
-            res["default_fell_back_to_raw"] = fell_back
+            res["default_fell_back_to"] = fell_back  # None, "raw" or "isotonic"
             res["n_target_events"] = int(y.shape[0])
             res["n_target_groups"] = int(np.unique(g).shape[0])
             res["default_chose"] = cv["choice"]
@@ -332,7 +333,7 @@ def main(argv=None):
         alarms[src.name] = false_alarms(src, n_splits if src.name != "gum-crossfit"
                                         else n_splits)
         log(f"  {alarms[src.name]}")
-    flagged_real = {k: v["default_fell_back_to_raw"] for k, v in shift.items()}
+    flagged_real = {k: v["default_fell_back_to"] is not None for k, v in shift.items()}
     result = {
         "command": "python benchmarks/shift_study.py" + (" --quick" if args.quick else "")
                    + (" --rules" if args.rules else ""),
@@ -373,7 +374,7 @@ def format_table(result):
              f"{'iso-raw':>10}{'ok':>5}"]
     for k, r in result["shift"].items():
         d = r["default"]
-        chose = r["default_chose"] + ("->raw" if r.get("default_fell_back_to_raw") else "")
+        chose = r["default_chose"] + (f"->{r['default_fell_back_to']}" if r.get("default_fell_back_to") else "")
         lines.append(f"{k:<52}{chose:>13}{d['minus_raw_x100']:>+18.3f}"
                      f"{str([round(x, 3) for x in d['interval_x100']]):>22}"
                      f"{r['isotonic']['minus_raw_x100']:>+10.3f}{'yes' if r['target_met'] else 'NO':>5}")

@@ -34,7 +34,8 @@ def shift():
     rows = ["| source -> target / kind | default chose | default - raw (Brier x100) | 95% interval | isotonic - raw | not worse than raw |",
             "|---|---|---|---|---|---|"]
     for k, r in d["shift"].items():
-        chose = r["default_chose"] + (" (fell back to raw)" if r.get("default_fell_back_to_raw") else "")
+        chose = r["default_chose"] + (f" (fell back to {r['default_fell_back_to']})"
+                                      if r.get("default_fell_back_to") else "")
         rows.append(f"| {k} | {chose} | {r['default']['minus_raw_x100']:+.3f} | "
                     f"{_ci(r['default']['interval_x100'])} | {r['isotonic']['minus_raw_x100']:+.3f} "
                     f"| {'yes' if r['target_met'] else '**no**'} |")
