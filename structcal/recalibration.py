@@ -1251,7 +1251,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             With ``shift_check=True``, when the raw probabilities or features of the new
             events are distributed unlike the recalibration set's (:meth:`shift_test`);
             with ``shift_policy='fallback'`` the kinds whose fitted map reads a shifted
-            column fall back to the raw probability (``CalibratedEvents.fallback``).
+            column fall back to the simplest map whose input did not shift (isotonic
+            regression on the raw probability, or the raw probability; see
+            ``shift_policy`` and ``CalibratedEvents.fallback``).
         """
         self._check_fitted()
         K = getattr(self, "n_states_", None)
