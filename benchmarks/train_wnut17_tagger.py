@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pycrfsuite
 
+from ner_study import tagging_scores  # benchmarks/ is on the path when run as a script
 from structcal.adapters import TagScheme
 from structcal.datasets import load_wnut17, token_features
 
@@ -58,26 +59,17 @@ def train(features, tag_strings, settings, path):
     return path
 
 
-def chunks(scheme, tag_strings):
-    """Exact (sentence, start, end, type) chunks of BIO tag sequences (conlleval rules)."""
-    offsets = np.concatenate([[0], np.cumsum([len(s) for s in tag_strings])]).astype(np.int64)
-    c = scheme.chunks(scheme.encode([t for s in tag_strings for t in s]), offsets)
-    first = offsets[c.item]
-    return set(zip(c.item.tolist(), (c.start - first).tolist(), (c.end - first).tolist(),
-                   c.type.tolist()))
-
-
 def evaluate(path, split, scheme):
+    """Token accuracy and entity P/R/F1 of the model at ``path`` on ``split``."""
     tagger = pycrfsuite.Tagger()
     tagger.open(str(path))
-    pred = [tagger.tag(x) for x in token_features(split.sentences)]
-    gold = split.tag_strings
-    P, G = chunks(scheme, pred), chunks(scheme, gold)
-    tp = len(P & G)
-    p, r = tp / max(len(P), 1), tp / max(len(G), 1)
-    acc = float(np.mean([a == b for s, g in zip(pred, gold) for a, b in zip(s, g)]))
-    return {"token_accuracy": round(acc, 4), "precision": round(p, 4), "recall": round(r, 4),
-            "f1": round(2 * p * r / max(p + r, 1e-12), 4), "n_predicted": len(P), "n_gold": len(G)}
+    pred = [t for x in token_features(split.sentences) for t in tagger.tag(x)]
+    gold = [t for s in split.tag_strings for t in s]
+    m = tagging_scores(scheme, scheme.encode(pred), scheme.encode(gold), split.offsets)
+    return {"token_accuracy": round(m["token_accuracy"], 4),
+            "precision": round(m["entity_precision"], 4), "recall": round(m["entity_recall"], 4),
+            "f1": round(m["entity_f1"], 4), "n_predicted": m["n_predicted_entities"],
+            "n_gold": m["n_gold_entities"]}
 
 
 def line(name, m):

@@ -1055,19 +1055,19 @@ def _dataset_shift_test(recalibrator, shifts, seed):
     return recalibrator._shift_test_rows(rows), has_raw
 
 
-def _fall_back_partition(file, kinds, bounds):
-    """Worker task: the events of ``kinds`` (kind -> None for the raw probability, or the
-    isotonic map of the raw probability to use) in one written output partition take
-    that forecast (clipped to ``bounds[kind]``) and are not accepted."""
+def _fall_back_partition(payload, version, file, fallback):
+    """Worker task: the events of the kinds in ``fallback`` (kind -> the method used
+    instead, as :meth:`StructuredRecalibrator._fallback_kinds` gives it) in one written
+    output partition take the recalibrator's fallback forecast and are not accepted."""
     pa, pc, pq = _pyarrow()
+    recalibrator = _unpack(payload, version)
     table = pq.read_table(file)
     forecast = table.column("forecast").to_numpy().copy()
     raw = table.column("raw").to_numpy()
     hit = np.zeros(forecast.shape[0], dtype=bool)
-    for k, iso in kinds.items():
+    for k, how in fallback.items():
         rows = pc.equal(table.column("kind"), k).to_numpy(zero_copy_only=False)
-        value = raw[rows] if iso is None else iso.predict_proba(raw[rows])[:, 1]
-        forecast[rows] = np.clip(value, *bounds[k])
+        forecast[rows] = recalibrator._fallback_forecast(k, how, raw[rows])
         hit |= rows
     table = table.set_column(table.schema.get_field_index("forecast"), "forecast",
                              pa.array(forecast))
@@ -1176,11 +1176,9 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, guaran
         test, has_raw = _dataset_shift_test(recalibrator, [r[3] for r in results], int(seeds[-1]))
         fallback = recalibrator._fallback_kinds(test, has_raw)
         if fallback:  # one decision for the whole dataset, applied to every partition
-            bounds = {k: recalibrator._bounds(k) for k in fallback}
-            maps = {k: (recalibrator.fallback_maps_[k] if m == "isotonic" else None)
-                    for k, m in sorted(fallback.items())}
-            client.gather([client.submit(_fall_back_partition, str(tmp / Path(f).name),
-                                         maps, bounds, pure=False) for f in files])
+            client.gather([client.submit(_fall_back_partition, rec, _version(),
+                                         str(tmp / Path(f).name), fallback, pure=False)
+                           for f in files])
         if test is not None:
             recalibrator._warn_if_shifted(test, fallback)
         info = {

@@ -1204,6 +1204,11 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                                  f"feature_names_ lists {len(cols)}")
             if entry["method"] == "isotonic" and width not in (None, 1):
                 raise ValueError(f"the isotonic map of {key!r} must take one score")
+            ref = getattr(self, "shift_reference_", {}).get(key)
+            cols_ref = getattr(self, "shift_columns_", {}).get(key)
+            if ref is not None and (not isinstance(ref, np.ndarray) or ref.ndim != 2
+                                    or cols_ref is None or ref.shape[1] != len(cols_ref)):
+                raise ValueError(f"shift_reference_[{key!r}] does not match shift_columns_")
         maps = getattr(self, "fallback_maps_", {})  # absent in files of older versions
         if not isinstance(maps, dict):
             raise ValueError("fallback_maps_ must be a dict")
@@ -1213,11 +1218,6 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                                  "forecaster kind")
             if not hasattr(m, "predict_proba") or getattr(m, "n_features_in_", 1) != 1:
                 raise ValueError(f"fallback_maps_[{key!r}] is not an isotonic map of one score")
-            ref = getattr(self, "shift_reference_", {}).get(key)
-            cols_ref = getattr(self, "shift_columns_", {}).get(key)
-            if ref is not None and (not isinstance(ref, np.ndarray) or ref.ndim != 2
-                                    or cols_ref is None or ref.shape[1] != len(cols_ref)):
-                raise ValueError(f"shift_reference_[{key!r}] does not match shift_columns_")
         integer(self, "n_events_fit_", low=0)
         if getattr(self, "n_states_", None) is not None:
             integer(self, "n_states_", low=1)
@@ -1320,12 +1320,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                                   else _positive_column(self.forecasters_[key], r))
         fallback = self._fallback_kinds(test, {k: r is not None for k, (_, r) in batch.items()})
         for key, (rows, r) in batch.items():
-            how = fallback.get(key)
-            if how == "raw":
-                forecast[rows] = r
-            elif how == "isotonic":
-                forecast[rows] = _positive_column(self.fallback_maps_[key], r)
-            forecast[rows] = np.clip(forecast[rows], *self._bounds(key))
+            forecast[rows] = (self._fallback_forecast(key, fallback[key], r) if key in fallback
+                              else np.clip(forecast[rows], *self._bounds(key)))
         if test is not None:
             self._warn_if_shifted(test, fallback)
         return CalibratedEvents(table, forecast, fallback)
@@ -1333,6 +1329,11 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     def _bounds(self, key) -> tuple:
         """The clip bounds of the forecasts of a kind (never exactly 0 or 1)."""
         return _support_bounds(self.selection_[key]["n_events"], float(getattr(self, "prior", 0.0)))
+
+    def _fallback_forecast(self, key, how, r) -> np.ndarray:
+        """Forecasts of a kind that fell back (``how``: ``'raw'`` or ``'isotonic'``), clipped."""
+        f = r if how == "raw" else _positive_column(self.fallback_maps_[key], r)
+        return np.clip(f, *self._bounds(key))
 
     def _fallback_kinds(self, test, has_raw: dict) -> dict:
         """Kinds whose fitted map is not used under ``shift_policy='fallback'``, with the

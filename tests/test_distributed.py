@@ -600,22 +600,27 @@ def test_fall_back_partition_applies_each_kinds_fallback_map(tmp_path):
     # the worker task behind shift_policy='fallback': a kind falling back to isotonic
     # regression takes the map of its raw probability, one falling back to raw its raw
     # probability, each clipped; their events are not accepted; other kinds are untouched
-    from structcal.calibrators import IsotonicCalibration
-    from structcal.distributed import _fall_back_partition
+    from structcal.distributed import _fall_back_partition, _version
+    from structcal.events import external_events
 
     rng = np.random.default_rng(0)
+    n = 300
+    fit = external_events(np.arange(n), kind=np.array(["a", "b"] * (n // 2)), raw=rng.random(n),
+                          features={"x": rng.normal(size=n)}, outcome=rng.random(n) < 0.3)
+    rec = StructuredRecalibrator(method="forecaster", forecaster=KNNRegionForecaster(
+        n_neighbors=20), random_state=0).fit_events(fit)
     raw = rng.random(30)
     kind = np.array(["a", "b", "c"] * 10)
     table = pa.table({"kind": pa.array(kind), "raw": pa.array(raw),
                       "forecast": pa.array(np.full(30, 0.5)), "accepted": pa.array(np.ones(30, bool))})
     pq.write_table(table, tmp_path / "p.parquet")
-    iso = IsotonicCalibration().fit(rng.random(200), rng.random(200) < 0.3)
-    bounds = {"a": (0.01, 0.99), "b": (0.2, 0.8)}
-    n = _fall_back_partition(str(tmp_path / "p.parquet"), {"a": iso, "b": None}, bounds)
+    n_hit = _fall_back_partition(rec, _version(), str(tmp_path / "p.parquet"),
+                                 {"a": "isotonic", "b": "raw"})
     got = pq.read_table(tmp_path / "p.parquet")
     f, acc = got.column("forecast").to_numpy(), got.column("accepted").to_numpy()
     a, b, c = kind == "a", kind == "b", kind == "c"
-    assert n == 20
-    np.testing.assert_allclose(f[a], np.clip(iso.predict_proba(raw[a])[:, 1], 0.01, 0.99))
-    np.testing.assert_allclose(f[b], np.clip(raw[b], 0.2, 0.8))
+    assert n_hit == 20
+    np.testing.assert_allclose(f[a], np.clip(rec.fallback_maps_["a"].predict_proba(raw[a])[:, 1],
+                                             *rec._bounds("a")))
+    np.testing.assert_allclose(f[b], np.clip(raw[b], *rec._bounds("b")))
     assert (f[c] == 0.5).all() and acc[c].all() and not acc[a | b].any()
