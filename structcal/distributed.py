@@ -1032,10 +1032,10 @@ def _dataset_shift_test(recalibrator, shifts, seed):
     """
     shifts = [x for x in shifts if x is not None]
     if not shifts:
-        return None, {}
+        return None, {}, {}
     groups = np.unique(np.concatenate([x["groups"] for x in shifts]))
     if groups.shape[0] < recalibrator._SHIFT_MIN_GROUPS:
-        return None, {}
+        return None, {}, {}
     rng = np.random.default_rng(seed)
     cap = recalibrator._SHIFT_CAP
     rows, has_raw = {}, {}
@@ -1052,10 +1052,10 @@ def _dataset_shift_test(recalibrator, shifts, seed):
             grp.append(g[pick])
         rows[key] = (np.concatenate(values), np.concatenate(grp))
         has_raw[key] = all(h for _, _, _, h in parts)
-    return recalibrator._shift_test_rows(rows), has_raw
+    return recalibrator._shift_test_rows(rows), has_raw, rows
 
 
-def _fall_back_partition(payload, version, file, fallback):
+def _fall_back_partition(payload, version, file, fallback, adapted=None):
     """Worker task: the events of the kinds in ``fallback`` (kind -> the method used
     instead, as :meth:`StructuredRecalibrator._fallback_kinds` gives it) in one written
     output partition take the recalibrator's fallback forecast and are not accepted."""
@@ -1067,7 +1067,7 @@ def _fall_back_partition(payload, version, file, fallback):
     hit = np.zeros(forecast.shape[0], dtype=bool)
     for k, how in fallback.items():
         rows = pc.equal(table.column("kind"), k).to_numpy(zero_copy_only=False)
-        forecast[rows] = recalibrator._fallback_forecast(k, how, raw[rows])
+        forecast[rows] = recalibrator._fallback_forecast(k, how, raw[rows], adapted)
         hit |= rows
     table = table.set_column(table.schema.get_field_index("forecast"), "forecast",
                              pa.array(forecast))
@@ -1173,20 +1173,22 @@ def apply_recalibrator(recalibrator, source, destination, *, client=None, guaran
         problem = _disagreeing([r[2] for r in results], files)
         if problem:
             raise ParameterError(problem)
-        test, has_raw = _dataset_shift_test(recalibrator, [r[3] for r in results], int(seeds[-1]))
-        fallback = recalibrator._fallback_kinds(test, has_raw)
+        test, has_raw, rows = _dataset_shift_test(recalibrator, [r[3] for r in results],
+                                                  int(seeds[-1]))
+        fallback, adapted = recalibrator._shift_decision(test, rows, has_raw)
         if fallback:  # one decision for the whole dataset, applied to every partition
             client.gather([client.submit(_fall_back_partition, rec, _version(),
-                                         str(tmp / Path(f).name), fallback, pure=False)
+                                         str(tmp / Path(f).name), fallback, adapted, pure=False)
                            for f in files])
         if test is not None:
-            recalibrator._warn_if_shifted(test, fallback)
+            recalibrator._warn_if_shifted(test, fallback, adapted)
         info = {
             "n_items": int(ids.size),
             "n_events": int(sum(r[1] for r in results)),
             "n_partitions": len(files),
             "shift_test": test,
             "fallback": sorted(fallback),
+            "adaptation": {k: info for k, (_, info) in adapted.items()},
         }
         success = {
             **{k: v for k, v in info.items() if k != "shift_test"},

@@ -3,25 +3,21 @@
 Calibrated probabilities say how sure the model is; a user must then decide: accept an
 entity without review, flag an image whose nuclei may be missed. This module turns the
 events of a calibration set (their forecasts and outcomes) into decisions whose error
-rates are guaranteed on new data, under one assumption: the groups of the new data (and
-the inputs within them) are exchangeable with those of the calibration set. Under
-distribution shift the guarantees do not hold; :class:`~structcal.StructuredRecalibrator`'s
-shift test warns when a batch looks unlike the recalibration data.
+rates are guaranteed on new data, under one assumption: the groups of the new data
+(documents, images, writers) are exchangeable with those of the calibration set. Nothing
+else enters the bound: no variance, correlation or design effect is estimated.
 
 :class:`PrecisionGuarantee`
-    A threshold per event kind (and optionally per entity type or object class) such that
-    with probability at least ``1 - delta`` over the calibration draw, the precision of
-    the events accepted on new data (those whose forecast reaches the threshold) is at
-    least ``target``. Learn-then-Test (Angelopoulos et al., 2021): every threshold of a
-    fixed grid is a hypothesis "precision below target", tested by an exact binomial tail
-    p-value of the calibration events it accepts; a Bonferroni correction over the grid
-    makes all rejections simultaneously valid, and the loosest certified threshold (the
-    one that accepts most) is used. Events of one group are dependent (a document repeats
-    its entities and errors): the binomial counts are deflated by Kish's design effect
-    ``1 + (m - 1) rho`` (``m`` the size-weighted number of accepted events per group,
-    ``rho`` the intra-group correlation of the errors). When no threshold can be
-    certified with the data given, nothing is accepted and a :class:`GuaranteeWarning`
-    says why.
+    A threshold per class of events (event kind, or kind and entity type / object class)
+    such that, with probability at least ``1 - delta`` over the calibration groups, the
+    events a new group has accepted (forecast at least the threshold) are right in a share
+    at least ``target`` on average over groups. Each group contributes one bounded term
+    per threshold (its share of wrong accepted events minus ``1 - target``); a betting
+    e-value tests the mean of these terms, and thresholds are tested in a fixed sequence
+    from the strict end down, so no Bonferroni correction over thresholds is paid.
+    Weighted by density ratios (:meth:`PrecisionGuarantee.fit` ``weights=``), the same
+    certificate holds for a shifted batch (covariate shift, Tibshirani et al. 2019;
+    Park et al. 2022).
 
 :class:`MissControl`
     For entities and objects: a threshold on candidate events (a candidate set larger than
@@ -36,7 +32,12 @@ A. N. Angelopoulos, S. Bates, E. J. Candes, M. I. Jordan, L. Lei, *Learn then Te
 Calibrating Predictive Algorithms to Achieve Risk Control*, 2021, arXiv:2110.01052.
 A. N. Angelopoulos, S. Bates, A. Fisch, L. Lei, T. Schuster, *Conformal Risk Control*,
 ICLR 2024, arXiv:2208.02814.
-L. Kish, *Survey Sampling*, Wiley, 1965 (design effect).
+I. Waudby-Smith, A. Ramdas, *Estimating means of bounded random variables by betting*,
+JRSS B 86(1), 2024.
+R. J. Tibshirani, R. Foygel Barber, E. J. Candes, A. Ramdas, *Conformal prediction under
+covariate shift*, NeurIPS 2019.
+S. Park, E. Dobriban, I. Lee, O. Bastani, *PAC prediction sets under covariate shift*,
+ICLR 2022.
 """
 
 from __future__ import annotations
@@ -58,15 +59,17 @@ __all__ = [
     "PrecisionGuarantee",
     "MissControl",
     "certify_precision",
-    "DEFAULT_GRID",
+    "betting_evalues",
     "binomial_tail_pvalue",
     "design_effect",
 ]
 
-#: Thresholds (on calibrated probabilities) tested by :class:`PrecisionGuarantee`: fixed
-#: before seeing data, so that the Bonferroni correction is over a known number of tests.
-DEFAULT_GRID = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97,
-                0.975, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999)
+#: Spacing of the thresholds a :class:`PrecisionGuarantee` tests (fixed before any data).
+THRESHOLD_STEP = 0.005
+#: Bets of the mixture e-value (:func:`betting_evalues`): fractions of the largest bet
+#: that keeps the capital positive, dense near 1 (clean groups, whose terms vary little,
+#: are best bet on almost fully) and reaching down to 0.2 (0/1 terms of single events)
+_BETS = 1.0 - np.geomspace(0.005, 0.8, 12)
 
 
 class GuaranteeWarning(UserWarning):
@@ -79,12 +82,22 @@ def binomial_tail_pvalue(n_errors, n_accepted, max_error_rate):
     Real (non-integer) ``n`` and ``k`` (effective counts) are allowed: the regularised
     incomplete beta function ``I_{1-a}(n - k, k + 1)`` extends the binomial CDF. 1 when
     nothing was accepted.
+
+    Raises
+    ------
+    ParameterError
+        If a count is negative or not finite, ``k > n``, or ``a`` is outside [0, 1].
     """
     from scipy.special import betainc
 
     n = np.asarray(n_accepted, dtype=np.float64)
     k = np.asarray(n_errors, dtype=np.float64)
-    a = float(max_error_rate)
+    a = check_float(max_error_rate, "max_error_rate", low=0.0, high=1.0)
+    for name, v in (("n_errors", k), ("n_accepted", n)):
+        if not np.isfinite(v).all() or (v < 0).any():
+            raise ParameterError(f"`{name}` must be finite and >= 0; got {v.tolist()}")
+    if (k > n).any():
+        raise ParameterError("`n_errors` cannot exceed `n_accepted`")
     with np.errstate(invalid="ignore", divide="ignore"):
         p = np.where(n - k > 0, betainc(np.maximum(n - k, 1e-300), k + 1.0, 1.0 - a),
                      1.0)
@@ -94,10 +107,11 @@ def binomial_tail_pvalue(n_errors, n_accepted, max_error_rate):
 def design_effect(errors, groups):
     """Kish's design effect of the mean of ``errors`` (0/1) over events clustered in ``groups``.
 
-    Returns ``(rho, deff)``: the intra-group correlation (ANOVA estimator, clipped to
-    [0, 1]) and ``1 + (m - 1) rho`` with ``m = sum(n_g^2) / sum(n_g)``. With one group,
-    or no variation, ``rho`` is 0 when every group has one event and 1 otherwise (nothing
-    tells the within-group correlation apart: assume the worst).
+    A diagnostic (how much grouping inflates the variance of an error rate); the
+    certificates of this module do not use it. Returns ``(rho, deff)``: the intra-group
+    correlation (ANOVA estimator, clipped to [0, 1]) and ``1 + (m - 1) rho`` with
+    ``m = sum(n_g^2) / sum(n_g)``. With one group, or no variation, ``rho`` is 0 when
+    every group has one event and 1 otherwise.
     """
     e = np.asarray(errors, dtype=np.float64)
     _, inv = np.unique(groups, return_inverse=True)
@@ -122,28 +136,110 @@ def design_effect(errors, groups):
     return rho, 1.0 + (m - 1.0) * rho
 
 
+def betting_evalues(values, upper=1.0):
+    """E-values against "mean >= 0" of i.i.d. terms bounded above by ``upper``.
+
+    For each column of ``values`` (rows: independent draws, e.g. groups), the mixture
+    over a fixed grid of bets ``lambda`` of the capital ``prod_i (1 - lambda x_i / upper)``
+    (Waudby-Smith & Ramdas, 2024). If the terms have a mean >= 0, each capital has
+    expectation at most 1, and so has their average: ``P(E >= 1 / delta) <= delta``
+    (Markov). The average does not depend on the order of the rows.
+
+    Parameters
+    ----------
+    values : array-like of shape (n_draws,) or (n_draws, n_tests)
+    upper : float or array-like of shape (n_tests,), default=1.0
+        An upper bound of the terms (> 0).
+
+    Returns
+    -------
+    ndarray of shape (n_tests,) (a float for 1-d input)
+    """
+    x = as_float_array(values, "values")
+    one = x.ndim == 1
+    x = x[:, None] if one else x
+    if x.ndim != 2:
+        raise ParameterError(f"`values` must be 1-d or 2-d; got shape {x.shape}")
+    u = np.broadcast_to(np.asarray(upper, dtype=np.float64), (x.shape[1],))
+    if not (np.isfinite(u).all() and (u > 0).all()):
+        raise ParameterError("`upper` must be finite and > 0")
+    if (x > u[None, :] * (1 + 1e-12)).any():
+        raise ParameterError("`values` exceed their upper bound `upper`")
+    z = np.minimum(x / u[None, :], 1.0)
+    logcap = np.log1p(-_BETS[None, None, :] * z[:, :, None]).sum(axis=0)  # (tests, bets)
+    top = logcap.max(axis=1)
+    e = np.exp(np.minimum(top, 700.0)) * np.exp(logcap - top[:, None]).mean(axis=1)
+    return float(e[0]) if one else e
+
+
+def _threshold_grid(step: float) -> np.ndarray:
+    return np.round(np.arange(step, 1.0 + step / 2, step), 10)
+
+
+def _group_counts(scores, wrong, gi, G, t, weights):
+    """Accepted and wrong-accepted (weighted) events of each group at each threshold.
+
+    Returns ``(A, FP)`` of shape ``(G, T)``: ``A[g, j]`` sums the weights of group ``g``'s
+    events with score >= ``t[j]`` (``t`` ascending).
+    """
+    T = t.shape[0]
+    k = np.searchsorted(t, scores, side="right")  # accepted at t[0..k-1]
+    idx = gi * (T + 1) + k
+    C = np.bincount(idx, weights=weights, minlength=G * (T + 1)).reshape(G, T + 1)
+    F = np.bincount(idx, weights=weights * wrong, minlength=G * (T + 1)).reshape(G, T + 1)
+    A = np.cumsum(C[:, :0:-1], axis=1)[:, ::-1]
+    FP = np.cumsum(F[:, :0:-1], axis=1)[:, ::-1]
+    n_acc = np.cumsum(np.bincount(idx, minlength=G * (T + 1)).reshape(G, T + 1)[:, :0:-1],
+                      axis=1)[:, ::-1]
+    return A, FP, n_acc
+
+
+def _fixed_sequences(t, target):
+    """The two sequences of threshold indices tested, and the share of delta of each.
+
+    The main sequence starts at the largest threshold <= ``target`` (accepting where the
+    forecast reaches the target is precise enough when the forecasts are calibrated) and
+    goes down; a second one, for forecasts that are too confident, starts halfway from
+    the target to 1 and goes down.
+    """
+    main = int(np.searchsorted(t, target + 1e-12)) - 1
+    strict = int(np.searchsorted(t, (1.0 + target) / 2 + 1e-12)) - 1
+    return ((main, 0.9), (max(strict, main), 0.1))
+
+
 def _inputs(scores, outcomes, groups, classes):
     s = as_float_array(scores, "scores", ndim=1)
     n = s.shape[0]
     if outcomes is not None:
         o = np.asarray(outcomes)
         if o.shape != (n,):
-            raise ParameterError(f"`outcomes` must have shape ({n},); got {o.shape}")
+            raise ParameterError(f"`outcomes` must have shape ({n},) (one per score); got "
+                                 f"{o.shape}")
         if o.dtype != np.bool_:
-            if not np.isin(o, (0, 1)).all():
+            if o.dtype.kind not in "biuf" or not np.isin(o, (0, 1)).all():
                 raise ParameterError("`outcomes` must be 0/1 or boolean")
             o = o.astype(bool)
     else:
         o = None
-    g = np.arange(n) if groups is None else np.asarray(groups)
-    if g.shape != (n,):
-        raise ParameterError(f"`groups` must have shape ({n},) (one per event); got {g.shape}")
+    g = np.arange(n) if groups is None else _ids(groups, "groups", n, "one per event")
     c = np.zeros(n, dtype=np.int64) if classes is None else np.asarray(classes)
     if c.shape != (n,):
         raise ParameterError(f"`classes` must have shape ({n},) (one per event); got {c.shape}")
     if s.size and (s.min() < 0 or s.max() > 1):
         raise ParameterError("`scores` must be probabilities in [0, 1]")
     return s, o, g, c
+
+
+def _ids(ids, name, n, what):
+    """Group ids of shape ``(n,)``: any hashable values but NaN."""
+    g = np.asarray(ids)
+    if g.shape != (n,):
+        raise ParameterError(f"`{name}` must have shape ({n},) ({what}); got shape {g.shape}")
+    if g.dtype.kind == "f" and np.isnan(g).any():
+        raise ParameterError(f"`{name}` holds NaN ids")
+    if g.dtype == object and any(isinstance(v, float) and v != v for v in g.tolist()):
+        raise ParameterError(f"`{name}` holds NaN ids")
+    return g
 
 
 @dataclass(frozen=True)
@@ -157,26 +253,38 @@ class PrecisionCertificate:
     certified : bool
     n_calibration : int
         Calibration events of the class.
+    n_groups : int
+        Calibration groups with events of the class.
     n_accepted : int
-        Of those, accepted at the threshold.
+        Of the events, accepted at the threshold.
     accepted_share : float
         The share of calibration events accepted (the expected share on new data).
     precision_calibration : float
-        Precision of the accepted calibration events.
-    pvalue : float
-        The binomial tail p-value at the threshold (before Bonferroni).
-    design_effect : float
+        Precision of the accepted calibration events (pooled; weighted when fit with
+        weights).
+    group_precision : float
+        Mean over calibration groups with accepted events of their share of right ones
+        (the quantity certified).
+    evalue : float
+        The e-value at the threshold (at the first threshold tested when nothing is
+        certified); a certificate needs ``1 / (share * delta)``.
+    effective_groups : float
+        Kish's effective number of groups of the weights (the number of groups when
+        unweighted).
     message : str
+        What was certified, or why nothing was.
     """
 
     threshold: float
     certified: bool
     n_calibration: int
+    n_groups: int
     n_accepted: int
     accepted_share: float
     precision_calibration: float
-    pvalue: float
-    design_effect: float
+    group_precision: float
+    evalue: float
+    effective_groups: float
     message: str
 
 
@@ -186,11 +294,11 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
     Parameters
     ----------
     target : float, default=0.95
-        The precision required of the accepted events on new data.
+        The precision required of the accepted events of new groups.
     delta : float, default=0.1
         The guarantee fails with probability at most ``delta`` over the calibration data.
-    grid : sequence of float, default=DEFAULT_GRID
-        Candidate thresholds on the forecasts, fixed before seeing data.
+    step : float, default=0.005
+        Spacing of the thresholds tested (fixed before seeing data).
 
     Attributes
     ----------
@@ -201,12 +309,47 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
 
     Notes
     -----
-    Guarantee: if the calibration groups and the new groups are exchangeable (drawn from
-    the same distribution), then with probability at least ``1 - delta`` over the
-    calibration data, for every class, the expected precision of the events accepted on
-    new data is at least ``target``. It is a guarantee on the population precision; the
-    precision realised on a finite batch scatters around it. It does not survive
-    distribution shift.
+    *What is guaranteed.* For a threshold ``t`` and a group ``g`` (document, image, or
+    each event alone when no groups are given) with ``A_g(t)`` accepted events of which
+    ``FP_g(t)`` are wrong, let ``R_g(t) = FP_g(t) / A_g(t) - (1 - target)`` (0 when
+    ``A_g(t) = 0``). "The accepted events of a new group are right in a share >= target
+    on average" is ``E[R_g(t)] <= 0``. If calibration and new groups are i.i.d. draws
+    (exchangeable groups, whatever the dependence within a group), then with probability
+    at least ``1 - delta`` over the calibration groups, every class's certified
+    threshold satisfies it.
+
+    *Why this holds.* ``R_g(t)`` lies in ``[-(1 - target), target]``, so for every bet
+    ``0 <= lambda < 1`` the capital ``prod_g (1 - lambda R_g(t) / target)`` has
+    expectation at most 1 when ``E[R_g(t)] >= 0``; so has the average over a fixed grid
+    of bets, an e-value ``E(t)``, and by Markov's inequality ``P(E(t) >= 1/a) <= a``
+    (:func:`betting_evalues`). Thresholds are tested in two fixed sequences, decided
+    before any data: one from the largest grid threshold at most ``target`` downwards
+    with level ``0.9 delta``, one from halfway between ``target`` and 1 downwards with
+    level ``0.1 delta``; each stops at its first threshold whose e-value is below
+    ``1 / level``. Within a sequence a false certificate needs the e-value of the first
+    false hypothesis in the order to pass, which happens with probability at most the
+    sequence's level, whatever the order (fixed-sequence testing); the two sequences
+    add up to ``delta`` (union bound). The loosest threshold passed is used. No variance,
+    correlation or design effect is estimated: the bound holds in finite samples.
+
+    *Per group, not per event.* The certified quantity weighs every group alike (a
+    document with one accepted entity as much as one with fifty). The precision pooled
+    over events agrees with it unless precision depends on how many events a group has
+    accepted; ``benchmarks/guarantees_study.py`` reports both on every shipped dataset.
+    A statement on pooled precision needs a bound on the number of events per group, and
+    a group that could hold many wrong events makes it unprovable with tens of groups.
+
+    *How much data.* A group can at best multiply the capital by about
+    ``1 / target``: with ``n`` groups the best certificate needs
+    ``n >= log(1 / (0.9 delta)) / log(1 / target)`` clean groups (22 at target 0.9 and
+    delta 0.1, 10 at target 0.8). Classes with fewer groups are refused, with the reason.
+
+    *Under shift.* With ``weights`` (density ratios of the new data to the calibration
+    data, per event), the terms are reweighted (``R_g`` over weighted counts, times the
+    group's mean weight), the upper bound scaled by the largest weight, and the
+    guarantee holds for groups drawn from the new distribution if the weights are its
+    density ratio (covariate shift). The effective number of groups says what the
+    weighting costs.
 
     Examples
     --------
@@ -217,27 +360,24 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
     >>> y = rng.random(4000) < p                    # outcomes
     >>> g = PrecisionGuarantee(target=0.9, delta=0.1).fit(p, y)
     >>> t = g.thresholds_[0]
-    >>> bool(0.9 <= t < 1.0), bool(y[p >= t].mean() >= 0.9)
+    >>> bool(0.8 <= t < 1.0), bool(y[p >= t].mean() >= 0.9)
     (True, True)
     """
 
-    def __init__(self, target=0.95, delta=0.1, *, grid=DEFAULT_GRID):
+    def __init__(self, target=0.95, delta=0.1, *, step=THRESHOLD_STEP):
         self.target = target
         self.delta = delta
-        self.grid = grid
+        self.step = step
 
     def _check(self):
         check_float(self.target, "target", low=0.0, high=1.0, low_inclusive=False,
                     high_inclusive=False)
         check_float(self.delta, "delta", low=0.0, high=1.0, low_inclusive=False,
                     high_inclusive=False)
-        grid = np.asarray(list(self.grid), dtype=np.float64)
-        if grid.ndim != 1 or grid.size == 0 or not np.isfinite(grid).all() or (
-                grid < 0).any() or (grid > 1).any():
-            raise ParameterError("`grid` must be a non-empty sequence of thresholds in [0, 1]")
-        return np.unique(grid)
+        check_float(self.step, "step", low=1e-4, high=0.1)
+        return _threshold_grid(float(self.step))
 
-    def fit(self, scores, outcomes, *, groups=None, classes=None):
+    def fit(self, scores, outcomes, *, groups=None, classes=None, weights=None):
         """Certify a threshold per class from calibration events.
 
         Parameters
@@ -251,57 +391,94 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
         classes : array-like of shape (n_events,), optional
             Class of each event (event kind, entity type, object class): one threshold
             per class.
+        weights : array-like of shape (n_events,), optional
+            Density ratio of the new data to the calibration data at each event (finite,
+            >= 0), for a certificate on shifted data (see Notes).
 
         Returns
         -------
         self
         """
-        grid = self._check()
+        t = self._check()
         s, o, g, c = _inputs(scores, outcomes, groups, classes)
         if o is None:
             raise ParameterError("`outcomes` are required to certify a precision")
+        if weights is None:
+            w = np.ones(s.shape[0])
+        else:
+            w = as_float_array(weights, "weights", ndim=1, shape=(s.shape[0],))
+            if (w < 0).any():
+                raise ParameterError("`weights` must be >= 0 (density ratios)")
         a = 1.0 - float(self.target)
-        m = grid.shape[0]
-        level = float(self.delta) / m
         self.certificates_, self.thresholds_ = {}, {}
-        for cls in np.unique(c):
+        self.weighted_ = weights is not None
+        for cls in (np.unique(c) if c.size else []):
             rows = c == cls
-            sc, oc, gc = s[rows], o[rows], g[rows]
-            rho, _ = design_effect(~oc, gc)
-            best = None
-            for t in grid:  # every threshold is its own test (Bonferroni): keep the loosest
-                acc = sc >= t
-                n = int(acc.sum())
-                if n == 0:
-                    continue
-                k = int((~oc[acc]).sum())
-                _, inv = np.unique(gc[acc], return_inverse=True)
-                sizes = np.bincount(inv).astype(np.float64)
-                mbar = float((sizes**2).sum() / sizes.sum())
-                deff = 1.0 + (mbar - 1.0) * rho
-                p = float(binomial_tail_pvalue(k / deff, n / deff, a))
-                if p <= level and (best is None or t < best[0]):
-                    best = (t, n, k, p, deff)
             key = cls.item() if isinstance(cls, np.generic) else cls
-            if best is None:
-                msg = (f"cannot certify precision {self.target:g} at delta {self.delta:g} for "
-                       f"class {key!r} with {int(rows.sum())} calibration events: nothing is "
-                       "accepted (more calibration data, a lower target or a larger delta "
-                       "would help)")
-                warnings.warn(msg, GuaranteeWarning, stacklevel=2)
-                cert = PrecisionCertificate(np.inf, False, int(rows.sum()), 0, 0.0, float("nan"),
-                                            1.0, 1.0, msg)
-            else:
-                t, n, k, p, deff = best
-                cert = PrecisionCertificate(
-                    float(t), True, int(rows.sum()), n, n / max(int(rows.sum()), 1),
-                    1.0 - k / n, p, deff,
-                    f"precision >= {self.target:g} certified at threshold {t:g} "
-                    f"(confidence {1 - self.delta:g}): {n} of {int(rows.sum())} calibration "
-                    f"events accepted, {n - k} right")
+            cert = self._certify_class(s[rows], ~o[rows], g[rows], w[rows], t, a, key)
+            if not cert.certified:
+                warnings.warn(cert.message, GuaranteeWarning, stacklevel=2)
             self.certificates_[key] = cert
             self.thresholds_[key] = cert.threshold
         return self
+
+    def _certify_class(self, s, wrong, g, w, t, a, key):
+        target, delta = float(self.target), float(self.delta)
+        _, gi = np.unique(g, return_inverse=True)
+        G = int(gi.max()) + 1 if gi.size else 0
+        n = int(s.shape[0])
+        A, FP, n_acc = _group_counts(s, wrong.astype(np.float64), gi, G, t, w)
+        gw = np.bincount(gi, weights=w, minlength=G) / np.maximum(np.bincount(gi, minlength=G), 1)
+        ess = float(gw.sum() ** 2 / max((gw**2).sum(), 1e-300)) if G else 0.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            R = np.where(A > 0, FP / np.where(A > 0, A, 1.0) - a, 0.0) * gw[:, None]
+        upper = target * max(float(gw.max()) if G else 1.0, 1e-12)
+        E = betting_evalues(R, upper) if G else np.zeros(t.shape[0])
+        best, first = None, None
+        for start, share in _fixed_sequences(t, target):
+            j = start
+            if first is None:
+                first = float(E[j]) if j >= 0 else 0.0
+            while j >= 0 and E[j] >= 1.0 / (share * delta) and n_acc[:, j].sum() > 0:
+                if best is None or j < best:
+                    best = j
+                j -= 1
+        wsum = float(w.sum())
+        if best is None:
+            need = np.log(1.0 / (0.9 * delta)) / np.log(1.0 / target)
+            acc_t = n_acc[:, max(_fixed_sequences(t, target)[0][0], 0)]
+            groups_acc = int((acc_t > 0).sum())
+            if G == 0:
+                why = "there are no calibration events"
+            elif groups_acc < need:
+                why = (f"only {groups_acc} of its {G} calibration groups have an event with "
+                       f"forecast >= {target:g}, and even all-right groups certify precision "
+                       f"{target:g} at delta {delta:g} from about {int(np.ceil(need))} "
+                       "groups on")
+            else:
+                prec = 1.0 - float((FP[:, max(_fixed_sequences(t, target)[0][0], 0)]).sum()
+                                   / max(A[:, max(_fixed_sequences(t, target)[0][0], 0)].sum(),
+                                         1e-300))
+                why = (f"the {groups_acc} groups with events of forecast >= {target:g} give "
+                       f"evidence {first:.3g} against 'precision below {target:g}' (precision "
+                       f"of those events {prec:.3f}; {1 / (0.9 * delta):.3g} is needed)")
+            msg = (f"cannot certify precision {target:g} at delta {delta:g} for class {key!r} "
+                   f"({n} calibration events in {G} groups): {why}; nothing is accepted. More "
+                   "calibration groups, a lower target or a larger delta would help")
+            return PrecisionCertificate(np.inf, False, n, G, 0, 0.0, float("nan"),
+                                        float("nan"), first or 0.0, ess, msg)
+        thr = float(t[best])
+        acc = s >= thr
+        k = int(acc.sum())
+        ra = A[:, best] > 0
+        prec = 1.0 - float((w * wrong)[acc].sum() / max(w[acc].sum(), 1e-300))
+        gprec = 1.0 - float((FP[ra, best] / A[ra, best]).mean()) if ra.any() else float("nan")
+        msg = (f"precision >= {target:g} certified at threshold {thr:g} (confidence "
+               f"{1 - delta:g}, groups as units): {k} of {n} calibration events in {G} groups "
+               f"accepted, {prec:.3f} right")
+        del wsum
+        return PrecisionCertificate(thr, True, n, G, k, k / max(n, 1), prec, gprec,
+                                    float(E[best]), ess, msg)
 
     def accept(self, scores, classes=None) -> np.ndarray:
         """Which events to accept: forecast >= their class's certified threshold.
@@ -319,17 +496,18 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
 
     def format(self) -> str:
         """A text table of the certified thresholds."""
-        lines = [f"{'class':<24}{'threshold':>10}{'accepted':>10}{'of':>8}{'precision':>11}"
-                 f"{'deff':>7}"]
+        lines = [f"{'class':<24}{'threshold':>10}{'accepted':>10}{'of':>8}{'groups':>8}"
+                 f"{'precision':>11}{'e-value':>10}"]
         for k, c in self.certificates_.items():
             thr = "none" if not c.certified else f"{c.threshold:g}"
             prec = "-" if not c.certified else f"{c.precision_calibration:.3f}"
             lines.append(f"{str(k):<24}{thr:>10}{c.n_accepted:>10}{c.n_calibration:>8}"
-                         f"{prec:>11}{c.design_effect:>7.2f}")
+                         f"{c.n_groups:>8}{prec:>11}{c.evalue:>10.3g}")
         return "\n".join(lines)
 
 
-def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="kind"):
+def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="kind",
+                      batch=None, batch_groups=None):
     """A :class:`PrecisionGuarantee` from recalibrated events with outcomes.
 
     Parameters
@@ -339,9 +517,19 @@ def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="ki
         the recalibrator's own fitting data).
     target, delta : float
     groups : array-like of shape (n_inputs,), optional
-        Group of each input (documents, images).
+        Group of each calibration input (documents, images): one id per input of
+        ``calibrated`` (not per event).
     by : {'kind', 'label'}, default='kind'
         One threshold per event kind, or per kind and label (entity type, object class).
+    batch : CalibratedEvents, optional
+        New events the certificate is for, when they are shifted from the calibration
+        events: each calibration event is weighted by the density ratio of the batch to
+        the calibration events at its columns (:func:`structcal.shift.density_ratio`), so
+        that the certificate holds for data like the batch (see
+        :class:`PrecisionGuarantee`, *Under shift*). :func:`accept_events` on a batch the
+        recalibrator flagged as shifted requires it.
+    batch_groups : array-like of shape (n_batch_inputs,), optional
+        Group of each input of ``batch``.
 
     Returns
     -------
@@ -353,19 +541,77 @@ def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="ki
         raise ParameterError("the events have no outcomes: predict with y_true=")
     if getattr(calibrated, "fallback", None):
         raise ParameterError(
-            f"the calibration events of {sorted(calibrated.fallback)} were forecast by the raw "
-            "probability because the recalibrator's shift test flagged them: a threshold "
+            f"the calibration events of {sorted(calibrated.fallback)} were forecast by a "
+            "fallback map because the recalibrator's shift test flagged them: a threshold "
             "certified on them would not apply to the fitted map's forecasts. Certify on "
             "data like the recalibration data, or predict them with shift_check=False if "
             "the flag is a false alarm"
         )
     classes = _event_classes(t, by)
-    item_group = np.arange(int(t.item.max()) + 1 if t.n_events else 0) if groups is None \
-        else np.unique(np.asarray(groups), return_inverse=True)[1]
+    item_group = _item_group_ids(groups, t, "groups")
+    weights = None
+    if batch is not None:
+        weights, info = _batch_weights(calibrated, item_group, batch, batch_groups)
     pg = PrecisionGuarantee(target, delta).fit(calibrated.forecast, t.outcome,
-                                               groups=item_group[t.item], classes=classes)
+                                               groups=item_group[t.item], classes=classes,
+                                               weights=weights)
     pg.by_ = by
+    pg.batch_ = None if batch is None else _fingerprint(batch)
+    pg.batch_weights_ = {} if batch is None else info
     return pg
+
+
+def _item_group_ids(groups, table, name):
+    n_items = max(int(getattr(table, "n_items", 0) or 0),
+                  int(table.item.max()) + 1 if table.n_events else 0)
+    if groups is None:
+        return np.arange(n_items)
+    g = _ids(groups, name, n_items, "one per input, not per event")
+    return np.unique(g, return_inverse=True)[1]
+
+
+def _fingerprint(calibrated) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(calibrated.forecast, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(calibrated.table.item, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _kind_columns(calibrated, k):
+    """The columns a map of kind ``k`` may read: raw probability (if any) and features."""
+    t = calibrated.table
+    rows = t.kind == k
+    cols = np.flatnonzero(t.defined[k]) if t.X.size else np.zeros(0, np.int64)
+    X = t.X[np.ix_(rows, cols)] if cols.size else np.zeros((int(rows.sum()), 0))
+    if t.raw is not None and np.isfinite(t.raw[rows]).all():
+        X = np.column_stack([t.raw[rows], X])
+    return rows, X
+
+
+def _batch_weights(calibrated, item_group, batch, batch_groups):
+    """Density ratios batch / calibration of each calibration event, per kind."""
+    from .shift import density_ratio
+
+    t, b = calibrated.table, batch.table
+    bg = _item_group_ids(batch_groups, b, "batch_groups")
+    w = np.ones(t.n_events)
+    info = {}
+    for k, name in enumerate(t.kind_names):
+        rows, X = _kind_columns(calibrated, k)
+        if name not in b.kind_names or not rows.any():
+            continue
+        kb = b.kind_names.index(name)
+        brows, Xb = _kind_columns(batch, kb)
+        if Xb.shape[1] != X.shape[1] or not brows.any():
+            raise ParameterError(f"the batch's events of {name!r} have other columns than the "
+                                 "calibration events")
+        r = density_ratio(X, Xb, item_group[t.item[rows]], bg[b.item[brows]])
+        w[rows] = r.weights
+        info[name] = {"effective_sample_size": r.effective_sample_size,
+                      "n": int(rows.sum()), "clipped": r.clipped_share}
+    return w, info
 
 
 def _event_classes(table, by):
@@ -382,21 +628,28 @@ def accept_events(guarantee, calibrated, *, by=None) -> np.ndarray:
     """Which of the new events ``calibrated`` (CalibratedEvents) the guarantee accepts.
 
     ``by`` defaults to the grouping the guarantee was certified with
-    (:func:`certify_precision`), else ``'kind'``.
+    (:func:`certify_precision`), else ``'kind'``. Events of kinds the recalibrator
+    flagged as shifted in this batch (``calibrated.shifted``) are accepted only under a
+    certificate weighted toward this very batch (``certify_precision(...,
+    batch=calibrated)``); otherwise none of them is, and a :class:`GuaranteeWarning`
+    names the kinds.
     """
     by = by or getattr(guarantee, "by_", "kind")
     accepted = guarantee.accept(calibrated.forecast, _event_classes(calibrated.table, by))
-    fallback = getattr(calibrated, "fallback", None)
-    if fallback:
+    void = set(getattr(calibrated, "fallback", None) or {})
+    shifted = set(getattr(calibrated, "shifted", None) or ())
+    weighted_here = getattr(guarantee, "batch_", None) == _fingerprint(calibrated)
+    if not weighted_here:
+        void |= shifted
+    if void:
         names = np.asarray(calibrated.table.kind_names, dtype=object)[calibrated.table.kind]
-        void = np.isin(names, list(fallback))
-        accepted &= ~void
+        accepted &= ~np.isin(names, list(void))
         warnings.warn(
-            f"the batch's events of {sorted(fallback)} look unlike the recalibration data "
-            "(shift test): the precision guarantee does not cover them, and none of them is "
-            "accepted", GuaranteeWarning, stacklevel=2)
+            f"the batch's events of {sorted(void)} look unlike the calibration data (shift "
+            "test): the precision certificate does not cover them, and none of them is "
+            "accepted. Certify for this batch with certify_precision(..., batch=...) to "
+            "weight the calibration events toward it", GuaranteeWarning, stacklevel=2)
     return accepted
-
 
 
 
@@ -461,6 +714,9 @@ class MissControl(SaveLoadMixin, ParamsMixin):
         if g.shape != s.shape:
             raise ParameterError(f"`groups` must have shape {s.shape}; got {g.shape}")
         ids, counts = _gold_counts(n_gold)
+        if ids.shape[0] == 0:
+            raise ParameterError("`n_gold` lists no calibration group: miss control needs "
+                                 "the gold count of at least one group")
         index = {k: i for i, k in enumerate(ids.tolist())}
         try:
             gi = np.array([index[k] for k in g.tolist()], dtype=np.int64)
@@ -516,12 +772,24 @@ class MissControl(SaveLoadMixin, ParamsMixin):
 def _gold_counts(n_gold):
     if isinstance(n_gold, dict):
         ids = np.asarray(list(n_gold.keys()))
-        counts = np.asarray(list(n_gold.values()), dtype=np.int64)
+        counts = np.asarray(list(n_gold.values()))
     elif isinstance(n_gold, tuple) and len(n_gold) == 2:
-        ids, counts = np.asarray(n_gold[0]), np.asarray(n_gold[1], dtype=np.int64)
+        ids, counts = np.asarray(n_gold[0]), np.asarray(n_gold[1])
     else:
         raise ParameterTypeError(
             f"`n_gold` must be a dict group -> count or (group_ids, counts); got {describe(n_gold)}")
-    if ids.shape != counts.shape or (counts < 0).any():
-        raise ParameterError("`n_gold` must give a non-negative count per group")
-    return ids, counts
+    if ids.ndim != 1 or ids.shape != counts.shape:
+        raise ParameterError(f"`n_gold` must give one count per group id; got {ids.shape} ids "
+                             f"and {counts.shape} counts")
+    if counts.size and (counts.dtype.kind not in "biuf" or not np.isfinite(
+            counts.astype(np.float64)).all() or (counts < 0).any()
+            or (counts != np.round(counts)).any()):
+        raise ParameterError("`n_gold` counts must be whole numbers >= 0; got "
+                             f"{counts[:5].tolist()}")
+    _ids(ids, "n_gold", ids.shape[0], "group ids")
+    uniq, first = np.unique(ids, return_index=True)
+    if uniq.shape[0] != ids.shape[0]:
+        dup = np.setdiff1d(np.arange(ids.shape[0]), first)[:3]
+        raise ParameterError(f"`n_gold` lists group ids more than once (e.g. "
+                             f"{ids[dup].tolist()}): give one count per group")
+    return ids, counts.astype(np.int64)

@@ -58,14 +58,26 @@ class CalibratedEvents:
         Calibrated probability of each event.
     fallback : dict of str to str, optional
         The kinds whose fitted map was not used because the batch looked unlike the
-        recalibration data (``shift_policy='fallback'``), with the method used instead
-        (``'raw'``, or ``'isotonic'`` for a forecaster whose features shifted but whose
-        raw probability did not); empty when none.
+        recalibration data, with the map used instead: ``'adapted'`` (the map refit on the
+        recalibration events weighted toward the batch, ``shift_policy='adapt'``),
+        ``'isotonic'`` (isotonic regression on the raw probability, for a forecaster whose
+        features shifted but whose raw probability did not) or ``'raw'``; empty when none.
+    shifted : tuple of str
+        The kinds the shift test flagged in this batch (any column: raw probability or
+        feature).
+    adaptation : dict of str to dict
+        For each kind the shift test flagged under ``shift_policy='adapt'``: ``map``
+        (what its forecasts come from), ``effective_sample_size`` and
+        ``effective_groups`` of the weighted recalibration events, ``n_reference``,
+        ``auc`` of the classifier that told the batch from them, and ``reason`` when the
+        weights collapsed and the kind fell back.
     """
 
     table: EventTable
     forecast: np.ndarray
     fallback: dict = None
+    shifted: tuple = ()
+    adaptation: dict = None
 
     def for_kind(self, name: str) -> np.ndarray:
         """Calibrated probabilities of the events of one kind, in table order."""
@@ -479,6 +491,16 @@ def _ks_pvalues(ref: np.ndarray, new: np.ndarray):
     return stat, p
 
 
+def _stable_seed(random_state, key: str) -> int:
+    """A seed from the recalibrator's ``random_state`` and a kind's name, the same in every
+    process (``hash`` of a str is not)."""
+    import zlib
+
+    base = random_state if isinstance(random_state, (int, np.integer)) else 0
+    return int(np.random.default_rng([zlib.crc32(key.encode()), int(base) % (2**32)])
+               .integers(2**31 - 1))
+
+
 def _positive_column(model, X) -> np.ndarray:
     """Probability of a positive outcome from a fitted binary classifier (one class allowed)."""
     proba = model.predict_proba(X)
@@ -641,8 +663,14 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         little about a distribution, and would make the forecasts of a service that
         predicts an input at a time flip between map and raw from call to call.
         :meth:`shift_test` tests any batch.
-    shift_policy : {'fallback', 'warn'}, default='fallback'
-        What a flagged batch changes: ``'fallback'`` replaces the fitted map of the kinds
+    shift_policy : {'adapt', 'fallback', 'warn'}, default='adapt'
+        What a flagged batch changes. ``'adapt'``: every kind with a flagged column (its
+        raw probability or any feature, whichever the map reads) gets its map refit on the
+        recalibration events weighted by the density ratio of the batch to them
+        (:func:`structcal.shift.density_ratio`, over all the kind's columns): isotonic
+        regression of the outcome on the raw probability with those weights; where the
+        weights collapse (effective number of groups below ``MIN_EFFECTIVE_GROUPS``) the
+        kind falls back as under ``'fallback'``. ``'fallback'`` replaces the fitted map of the kinds
         whose map reads a shifted column by the simplest map whose input did not shift
         (the forecaster, which reads the features, by isotonic regression on the raw
         probability if that did not shift; isotonic regression by the model's raw
@@ -789,7 +817,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         label_names=None,
         shift_check=True,
         shift_alpha=0.05,
-        shift_policy="fallback",
+        shift_policy="adapt",
         random_state=0,
         verbose=False,
     ):
@@ -933,7 +961,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         check_int(self.cv, "cv", low=2)
         _se_margins(self.n_se)
         check_float(self.shift_alpha, "shift_alpha", low=0.0, high=1.0)
-        check_option(getattr(self, "shift_policy", "warn"), "shift_policy", ("fallback", "warn"))
+        check_option(getattr(self, "shift_policy", "warn"), "shift_policy",
+                     ("adapt", "fallback", "warn"))
         check_float(self.prior, "prior", low=0.0)
 
     def fit(self, pred, y_true, *, groups=None, raw: bool = True):
@@ -1026,6 +1055,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 raise ParameterError(f"`method` names {unknown}, which are not among {keys}")
         self.forecasters_, self.feature_names_, self.selection_ = {}, {}, {}
         self.shift_reference_, self.shift_columns_, self.shift_groups_ = {}, {}, {}
+        self.shift_outcomes_ = {}
         self.fallback_maps_ = {}
         keys = ["pooled"] if self.pooled else list(table.kind_names)
         for key in progress(keys, desc="fitting forecasters", verbose=verbose):
@@ -1071,6 +1101,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             ref = np.column_stack([r, X]) if extra else X
             sample = _shift_sample(grp, np.random.default_rng(seed), self._SHIFT_CAP)
             self.shift_reference_[key] = np.ascontiguousarray(ref[sample])
+            self.shift_outcomes_[key] = np.asarray(y[sample], dtype=bool)
             self.shift_groups_[key] = np.unique(grp[sample], return_inverse=True)[1].astype(
                 np.int64)
             self.shift_columns_[key] = cols
@@ -1209,6 +1240,14 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             if ref is not None and (not isinstance(ref, np.ndarray) or ref.ndim != 2
                                     or cols_ref is None or ref.shape[1] != len(cols_ref)):
                 raise ValueError(f"shift_reference_[{key!r}] does not match shift_columns_")
+        outs = getattr(self, "shift_outcomes_", {})  # absent in files of older versions
+        if not isinstance(outs, dict):
+            raise ValueError("shift_outcomes_ must be a dict")
+        for key, o in outs.items():
+            ref = getattr(self, "shift_reference_", {}).get(key)
+            if ref is None or not isinstance(o, np.ndarray) or o.shape != (ref.shape[0],):
+                raise ValueError(f"shift_outcomes_[{key!r}] must hold one outcome per row of "
+                                 "shift_reference_")
         maps = getattr(self, "fallback_maps_", {})  # absent in files of older versions
         if not isinstance(maps, dict):
             raise ValueError("fallback_maps_ must be a dict")
@@ -1291,13 +1330,14 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         return self._predict_table(table, _item_groups(groups, n_items))
 
     def _predict_table(self, table, item_group, *, check_shift=True):
-        test = None
+        test, rows_by_key = None, {}
         if self.shift_check and check_shift:
             if item_group is None:
                 item_group = np.arange(int(table.item.max()) + 1 if table.n_events else 0)
             event_group = item_group[table.item]
             if np.unique(event_group).size >= self._SHIFT_MIN_GROUPS:
-                test = self._shift_test(table, event_group)
+                rows_by_key = self._shift_rows(table, event_group)
+                test = self._shift_test_rows(rows_by_key)
         forecast = np.empty(table.n_events)
         batch = {}  # kind -> (its rows, its raw probabilities or None)
         for key, sel in self.selection_.items():
@@ -1318,49 +1358,89 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             else:
                 forecast[rows] = (r if sel["method"] == "raw"
                                   else _positive_column(self.forecasters_[key], r))
-        fallback = self._fallback_kinds(test, {k: r is not None for k, (_, r) in batch.items()})
+        has_raw = {k: r is not None for k, (_, r) in batch.items()}
+        fallback, adapted = self._shift_decision(test, rows_by_key, has_raw)
         for key, (rows, r) in batch.items():
-            forecast[rows] = (self._fallback_forecast(key, fallback[key], r) if key in fallback
-                              else np.clip(forecast[rows], *self._bounds(key)))
+            forecast[rows] = (self._fallback_forecast(key, fallback[key], r, adapted)
+                              if key in fallback else np.clip(forecast[rows], *self._bounds(key)))
         if test is not None:
-            self._warn_if_shifted(test, fallback)
-        return CalibratedEvents(table, forecast, fallback)
+            self._warn_if_shifted(test, fallback, adapted)
+        shifted = tuple(sorted({k for k, _, _, _ in test.flagged()})) if test is not None else ()
+        return CalibratedEvents(table, forecast, fallback, shifted,
+                                {k: info for k, (_, info) in adapted.items()})
 
     def _bounds(self, key) -> tuple:
         """The clip bounds of the forecasts of a kind (never exactly 0 or 1)."""
         return _support_bounds(self.selection_[key]["n_events"], float(getattr(self, "prior", 0.0)))
 
-    def _fallback_forecast(self, key, how, r) -> np.ndarray:
-        """Forecasts of a kind that fell back (``how``: ``'raw'`` or ``'isotonic'``), clipped."""
-        f = r if how == "raw" else _positive_column(self.fallback_maps_[key], r)
+    def _fallback_forecast(self, key, how, r, adapted=None) -> np.ndarray:
+        """Forecasts of a kind whose fitted map is not used (``how``: ``'raw'``,
+        ``'isotonic'`` or ``'adapted'``, the last reading ``adapted[key]``), clipped."""
+        if how == "raw":
+            f = r
+        elif how == "adapted":
+            f = _positive_column(adapted[key][0], r)
+        else:
+            f = _positive_column(self.fallback_maps_[key], r)
         return np.clip(f, *self._bounds(key))
 
-    def _fallback_kinds(self, test, has_raw: dict) -> dict:
-        """Kinds whose fitted map is not used under ``shift_policy='fallback'``, with the
-        method used instead (``has_raw``: kinds of the batch, and whether their events have
-        a raw probability).
+    #: under ``shift_policy='adapt'``, a kind whose weighted recalibration events count
+    #: fewer effective groups than this falls back instead (the weights have collapsed)
+    MIN_EFFECTIVE_GROUPS = 20
 
-        A map that reads a column the shift test flagged falls back to the simplest map
-        whose input did not shift: the forecaster (which reads the features) to isotonic
-        regression on the raw probability when the raw probability itself did not shift,
-        else (and isotonic regression, whose one input is the raw probability) to the raw
-        probability.
+    def _shift_decision(self, test, rows_by_key: dict, has_raw: dict):
+        """What a flagged batch changes: ``(fallback, adapted)``.
+
+        ``fallback`` maps each kind whose fitted map is not used to the map used instead
+        (see :class:`CalibratedEvents`); ``adapted`` maps the kinds refit with weights (and
+        those whose weights collapsed, with ``None`` as map) to ``(map, info)``.
         """
-        if test is None or getattr(self, "shift_policy", "warn") != "fallback":
-            return {}
-        out = {}
-        maps = getattr(self, "fallback_maps_", None) or {}
+        policy = getattr(self, "shift_policy", "warn")
+        if test is None or policy == "warn":
+            return {}, {}
+        if policy == "fallback":
+            return self._fallback_kinds(test, has_raw), {}
+        from .shift import density_ratio
+
+        fallback, adapted = {}, {}
+        flagged = {k for k, _, _, _ in test.flagged()}
+        outcomes = getattr(self, "shift_outcomes_", {}) or {}
         for key, ok in has_raw.items():
             method = self.selection_[key]["method"]
-            if not ok or method == "raw":
+            if key not in flagged or method == "raw" or not ok:
                 continue
-            raw_shifted = test.kind_shifted(key, ["raw"])
-            if method == "isotonic":
-                if raw_shifted:
-                    out[key] = "raw"
-            elif test.kind_shifted(key, list(self.feature_names_[key])):
-                out[key] = "isotonic" if key in maps and not raw_shifted else "raw"
-        return out
+            cols = list(self.shift_columns_[key])
+            if key not in outcomes or key not in rows_by_key or "raw" not in cols:
+                fallback.update(self._fallback_kinds(test, {key: ok}))
+                continue
+            ref = self.shift_reference_[key]
+            new, grp = rows_by_key[key]
+            seed = _stable_seed(self.random_state, key)
+            sample = _shift_sample(grp, np.random.default_rng(seed), self._SHIFT_CAP)
+            dr = density_ratio(ref, new[sample], self.shift_groups_.get(key), grp[sample],
+                               random_state=seed)
+            info = {"effective_sample_size": dr.effective_sample_size,
+                    "effective_groups": dr.effective_groups, "n_reference": int(ref.shape[0]),
+                    "auc": dr.auc}
+            j = cols.index("raw")
+            y = outcomes[key]
+            model = None
+            if dr.effective_groups >= self.MIN_EFFECTIVE_GROUPS and 0 < y.sum() < y.shape[0]:
+                from .calibrators import IsotonicCalibration
+
+                model = IsotonicCalibration(prior=float(self.prior)).fit(
+                    ref[:, j], y, sample_weight=dr.weights)
+            if model is None:
+                info["reason"] = (f"the weights collapsed: {dr.effective_groups:.1f} effective "
+                                  f"groups (< {self.MIN_EFFECTIVE_GROUPS})")
+                fb = self._fallback_kinds(test, {key: ok})
+                info["map"] = fb.get(key, "fitted")
+                fallback.update(fb)
+            else:
+                info["map"] = "weighted isotonic"
+                fallback[key] = "adapted"
+            adapted[key] = (model, info)
+        return fallback, adapted
 
     def shift_test(self, pred, *, groups=None) -> ShiftTest:
         """Test whether the events of ``pred`` are distributed like the recalibration events.
@@ -1440,7 +1520,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         )
 
     @staticmethod
-    def _warn_if_shifted(test: ShiftTest, fallback=None):
+    def _warn_if_shifted(test: ShiftTest, fallback=None, adapted=None):
         if not test.shifted:
             return
         hits = test.flagged()
@@ -1452,7 +1532,15 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         if fallback:
             raw = sorted(k for k, m in fallback.items() if m == "raw")
             iso = sorted(k for k, m in fallback.items() if m == "isotonic")
-            uses = ([f"the kinds {raw} use the model's raw probability"] if raw else []) + (
+            ada = sorted(k for k, m in fallback.items() if m == "adapted")
+            collapsed = sorted(k for k, (m, _) in (adapted or {}).items() if m is None)
+            uses = ([f"the kinds {ada} use isotonic regression on the raw probability refit "
+                     "on the recalibration events weighted toward this batch (effective "
+                     "groups " + ", ".join(f"{k} {adapted[k][1]['effective_groups']:.0f}"
+                                            for k in ada) + ")"] if ada else []) + (
+                [f"the weights toward this batch collapsed for {collapsed}"]
+                if collapsed else []) + (
+                [f"the kinds {raw} use the model's raw probability"] if raw else []) + (
                 [f"the kinds {iso} use isotonic regression on the raw probability (which did "
                  "not shift)"] if iso else [])
             uses = "; ".join(uses)
@@ -1461,7 +1549,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         else:
             what += ". The recalibration map may not transfer to them"
         what += (", and the finite-sample guarantees of structcal.guarantees, which assume "
-                 "new data exchangeable with the calibration data, do not hold for them")
+                 "new data exchangeable with the calibration data, hold for them only when "
+                 "certified for this batch (certify_precision(..., batch=))")
         w = DistributionShiftWarning(
             f"{what}: refit on data like these, or recalibrate online as outcomes arrive "
             "(structcal.online.recalibrate_events / OnlineRecalibrator). "

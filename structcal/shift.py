@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GroupShiftResult", "group_shift_test"]
+__all__ = ["DensityRatio", "GroupShiftResult", "density_ratio", "group_shift_test"]
 
 
 @dataclass(frozen=True)
@@ -152,3 +152,114 @@ def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
     p = (1.0 + np.count_nonzero(perm_max >= obs.max() - 1e-12)) / (B + 1.0)
     p_cols = (1.0 + (perm_max[None, :] >= obs[:, None] - 1e-12).sum(axis=1)) / (B + 1.0)
     return GroupShiftResult(float(obs.max()), float(p), obs, p_cols, n_gr, n_gn, B)
+
+
+@dataclass(frozen=True)
+class DensityRatio:
+    """Result of :func:`density_ratio`.
+
+    Attributes
+    ----------
+    weights : ndarray of shape (n_reference,)
+        Estimated density ratio new / reference at each reference row, clipped and
+        scaled to mean 1.
+    effective_sample_size : float
+        Kish's effective number of reference rows, ``(sum w)^2 / sum w^2``.
+    effective_groups : float
+        The same over groups (each group weighted by the sum of its rows' weights).
+    clipped_share : float
+        Share of reference rows whose ratio was clipped at ``clip``.
+    auc : float
+        Cross-fitted area under the ROC curve of the classifier telling the two samples
+        apart (0.5: no difference it can see).
+    """
+
+    weights: np.ndarray
+    effective_sample_size: float
+    effective_groups: float
+    clipped_share: float
+    auc: float
+
+
+def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_folds=3,
+                  clip=20.0, random_state=0) -> DensityRatio:
+    """Density ratio of ``new`` to ``reference`` at the reference rows, from a classifier.
+
+    A probabilistic classifier (scikit-learn's ``HistGradientBoostingClassifier``) is
+    trained to tell new rows from reference rows; by Bayes' rule
+    ``p_new(x) / p_ref(x) = (n_ref / n_new) P(new | x) / P(ref | x)``. It is cross-fitted:
+    folds are drawn by group (the groups of both samples), and each reference row's ratio
+    comes from a classifier that did not see its group, so that the ratios do not fit
+    noise. Ratios are clipped at ``clip`` times their median and scaled to mean 1.
+
+    Parameters
+    ----------
+    reference, new : array-like of shape (n, n_columns)
+    groups_reference, groups_new : array-like of shape (n,), optional
+        Group of each row (default: each row its own).
+    n_folds : int, default=3
+    clip : float, default=20.0
+    random_state : int, default=0
+
+    Returns
+    -------
+    DensityRatio
+    """
+    from ._validation import as_float_array, check_float, check_int
+
+    ref = as_float_array(reference, "reference")
+    nw = as_float_array(new, "new")
+    ref = ref[:, None] if ref.ndim == 1 else ref
+    nw = nw[:, None] if nw.ndim == 1 else nw
+    if ref.ndim != 2 or nw.ndim != 2 or ref.shape[1] != nw.shape[1]:
+        from .exceptions import ParameterError
+
+        raise ParameterError(f"`reference` and `new` must be 2-d with the same columns; got "
+                             f"shapes {ref.shape} and {nw.shape}")
+    n_folds = check_int(n_folds, "n_folds", low=2)
+    clip = check_float(clip, "clip", low=1.0, low_inclusive=False)
+    nr, nn = ref.shape[0], nw.shape[0]
+    gr = np.arange(nr) if groups_reference is None else np.unique(
+        np.asarray(groups_reference), return_inverse=True)[1]
+    gn = np.arange(nn) if groups_new is None else np.unique(
+        np.asarray(groups_new), return_inverse=True)[1]
+    if nr == 0 or nn == 0 or ref.shape[1] == 0:
+        w = np.ones(nr)
+        return DensityRatio(w, float(nr), float(np.unique(gr).size), 0.0, 0.5)
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(random_state)
+    X = np.vstack([ref, nw])
+    X = np.where(np.isfinite(X), X, np.nan)
+    y = np.r_[np.zeros(nr), np.ones(nn)]
+    G_r = int(gr.max()) + 1
+    group = np.r_[gr, gn + G_r]
+    n_groups = int(group.max()) + 1
+    fold_of = rng.permutation(n_groups) % n_folds
+    fold = fold_of[group]
+    q = np.empty(X.shape[0])
+    for f in range(n_folds):
+        test = fold == f
+        train = ~test
+        if not test.any():
+            continue
+        if y[train].min() == y[train].max():
+            q[test] = nn / (nr + nn)
+            continue
+        clf = HistGradientBoostingClassifier(max_iter=60, max_leaf_nodes=15,
+                                             min_samples_leaf=40, l2_regularization=1.0,
+                                             early_stopping=False, random_state=random_state)
+        clf.fit(X[train], y[train])
+        q[test] = clf.predict_proba(X[test])[:, 1]
+    q = np.clip(q, 1e-3, 1 - 1e-3)
+    auc = float(roc_auc_score(y, q)) if 0 < nn < X.shape[0] else 0.5
+    ratio = (nr / nn) * q[:nr] / (1.0 - q[:nr])
+    cap = clip * max(float(np.median(ratio)), 1e-12)
+    clipped = float(np.mean(ratio > cap))
+    w = np.minimum(ratio, cap)
+    w = w / w.mean()
+    ess = float(w.sum() ** 2 / (w**2).sum())
+    gw = np.bincount(gr, weights=w)
+    ess_g = float(gw.sum() ** 2 / max((gw**2).sum(), 1e-300))
+    return DensityRatio(w, ess, ess_g, clipped, auc)

@@ -12,7 +12,9 @@ from structcal.guarantees import (
     GuaranteeWarning,
     MissControl,
     PrecisionGuarantee,
+    betting_evalues,
     binomial_tail_pvalue,
+    certify_precision,
     design_effect,
 )
 
@@ -34,6 +36,33 @@ def test_binomial_tail_is_the_binomial_cdf():
     for n, k, a in [(10, 0, 0.05), (200, 7, 0.05), (57, 20, 0.3)]:
         assert binomial_tail_pvalue(k, n, a) == pytest.approx(binom.cdf(k, n, a), rel=1e-10)
     assert binomial_tail_pvalue(0, 0, 0.1) == 1.0
+    with pytest.raises(ParameterError, match="n_errors"):
+        binomial_tail_pvalue(-1, 10, 0.1)
+    with pytest.raises(ParameterError, match="exceed"):
+        binomial_tail_pvalue(11, 10, 0.1)
+
+
+@pytest.mark.parametrize("kind", ["bernoulli", "bounded", "skewed"])
+def test_betting_evalue_is_valid_at_the_boundary_of_the_null(kind):
+    """Terms of mean exactly 0 (the least favourable null): P(E >= 1/a) <= a."""
+    rng = np.random.default_rng(5)
+    R, n = 4000, 60
+    if kind == "bernoulli":  # an event is wrong w.p. 0.1, term = wrong - 0.1
+        x = (rng.random((R, n)) < 0.1) - 0.1
+        upper = 0.9
+    elif kind == "bounded":
+        x = rng.uniform(-0.5, 0.5, (R, n))
+        upper = 0.5
+    else:  # rare large positive terms, the case a variance plug-in gets wrong
+        x = np.where(rng.random((R, n)) < 0.02, 0.98, -0.02)
+        upper = 0.98
+    e = betting_evalues(x.T, upper)
+    for a in (0.05, 0.1, 0.2):
+        assert np.mean(e >= 1 / a) <= a + 3 * np.sqrt(a / R)
+    # and evidence against a mean below 0 grows
+    assert betting_evalues(np.full(60, -0.1), 0.9) > 100
+    with pytest.raises(ParameterError, match="upper"):
+        betting_evalues([0.5, 2.0], 1.0)
 
 
 def test_design_effect_of_independent_and_clustered_errors():
@@ -46,23 +75,76 @@ def test_design_effect_of_independent_and_clustered_errors():
     assert rho > 0.95 and deff == pytest.approx(1 + 9 * rho)
 
 
+def _oracle_share(p, y, target):
+    o = np.argsort(-p)
+    prec = np.cumsum(y[o]) / np.arange(1, o.size + 1)
+    ok = np.flatnonzero(prec >= target)
+    return (ok.max() + 1) / o.size if ok.size else 0.0
+
+
 @pytest.mark.parametrize("group_effect", [0.0, 1.0])
 def test_precision_guarantee_holds_over_calibration_draws(group_effect):
+    """Valid with errors clustered in groups (no correlation estimated), and with power:
+    100 calibration groups accept most of what the oracle accepts."""
     rng = np.random.default_rng(1)
-    fails = accepted = 0
-    R = 200
+    fails, shares, oracle = 0, [], []
+    R = 100
     for _ in range(R):
-        p, y, g = _world(rng, group_effect=group_effect)
-        cal = np.isin(g, rng.permutation(80)[:40])
+        p, y, g = _world(rng, G=200, group_effect=group_effect)
+        cal = np.isin(g, rng.permutation(200)[:100])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GuaranteeWarning)
             pg = PrecisionGuarantee(target=0.9, delta=0.1).fit(p[cal], y[cal], groups=g[cal])
         a = pg.accept(p[~cal])
-        if a.any():
-            fails += y[~cal][a].mean() < 0.9
-            accepted += 1
-    assert accepted > 0.4 * R  # (clustered errors: fewer certificates, never wrong ones)
+        fails += a.any() and y[~cal][a].mean() < 0.9
+        shares.append(a.mean())
+        oracle.append(_oracle_share(p[~cal], y[~cal], 0.9))
     assert fails / R <= 0.1  # the realised precision meets the target in >= 1 - delta
+    assert np.median(shares) >= (0.75 if group_effect == 0 else 0.6) * np.median(oracle)
+
+
+def test_too_few_groups_are_refused_with_the_reason():
+    """A group multiplies the evidence by at most ~1/target: 15 all-right groups cannot
+    certify 0.9 at delta 0.1 (the bound needs about 22), whatever their size."""
+    g = np.repeat(np.arange(15), 50)
+    p = np.full(g.size, 0.97)
+    y = np.ones(g.size, dtype=bool)
+    with pytest.warns(GuaranteeWarning, match=r"only 15 of its 15 calibration groups.*about 23"):
+        pg = PrecisionGuarantee(0.9, 0.1).fit(p, y, groups=g)
+    assert pg.thresholds_[0] == np.inf and pg.certificates_[0].n_groups == 15
+    g = np.repeat(np.arange(40), 50)  # 40 all-right groups: certified
+    pg = PrecisionGuarantee(0.9, 0.1).fit(np.full(g.size, 0.97), np.ones(g.size, bool), groups=g)
+    assert pg.thresholds_[0] <= 0.97
+
+
+def test_weighted_certificate_follows_a_covariate_shift():
+    """Calibration forecasts overconfident where the new data live: the unweighted
+    certificate is wrong there, the one weighted by the density ratio is not."""
+    rng = np.random.default_rng(6)
+    fails_w = fails_u = 0
+    R = 60
+    for _ in range(R):
+        n = 6000
+        x = rng.random(n)  # a covariate; the forecasts are overconfident for x > 0.7
+        p = np.clip(0.8 + 0.2 * rng.random(n), 0, 1)
+        truth = np.where(x > 0.7, p - 0.12, p)
+        y = rng.random(n) < truth
+        # new data: mostly x > 0.7; density ratio known
+        w = np.where(x > 0.7, 0.9 / 0.3, 0.1 / 0.7)
+        xn = np.where(rng.random(n) < 0.9, 0.7 + 0.3 * rng.random(n), 0.7 * rng.random(n))
+        pn = np.clip(0.8 + 0.2 * rng.random(n), 0, 1)
+        yn = rng.random(n) < np.where(xn > 0.7, pn - 0.12, pn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GuaranteeWarning)
+            gw = PrecisionGuarantee(0.85, 0.1).fit(p, y, weights=w)
+            gu = PrecisionGuarantee(0.85, 0.1).fit(p, y)
+        aw, au = gw.accept(pn), gu.accept(pn)
+        fails_w += aw.any() and yn[aw].mean() < 0.85
+        fails_u += au.any() and yn[au].mean() < 0.85
+    assert fails_w / R <= 0.1 and fails_u / R > 0.5
+    assert gw.certificates_[0].effective_groups < 0.8 * n
+    with pytest.raises(ParameterError, match="weights"):
+        PrecisionGuarantee(0.85).fit(p, y, weights=-w)
 
 
 def test_precision_guarantee_per_class_and_refusal():
@@ -73,15 +155,20 @@ def test_precision_guarantee_per_class_and_refusal():
     with pytest.warns(GuaranteeWarning, match="cannot certify precision 0.99"):
         pg = PrecisionGuarantee(target=0.99, delta=0.05).fit(p, y, classes=cls)
     assert not pg.certificates_["LOC"].certified and pg.thresholds_["LOC"] == np.inf
+    assert "LOC" in pg.certificates_["LOC"].message
     assert not pg.accept([0.9999], classes=["LOC"])[0]
-    assert "threshold" in pg.format()
+    assert "threshold" in pg.format() and "e-value" in pg.format()
     with pytest.warns(GuaranteeWarning, match="class 'LOC'"):
         pg = PrecisionGuarantee(target=0.9, delta=0.1).fit(p, y, classes=cls)
-    assert pg.certificates_["PER"].certified and pg.thresholds_["PER"] >= 0.9
+    assert pg.certificates_["PER"].certified and 0.85 <= pg.thresholds_["PER"] < 1
     with pytest.raises(ParameterError, match="`outcomes`"):
         PrecisionGuarantee().fit(p, y[:10])
     with pytest.raises(ParameterError, match="probabilities"):
         PrecisionGuarantee().fit(p * 2, y)
+    with pytest.raises(ParameterError, match="`groups` must have shape"):
+        PrecisionGuarantee().fit(p, y, groups=np.arange(10))
+    with pytest.raises(ParameterError, match="NaN"):
+        PrecisionGuarantee().fit(p, y, groups=np.where(np.arange(3000) == 5, np.nan, 1.0))
 
 
 def test_guarantees_save_and_load(tmp_path):
@@ -127,3 +214,12 @@ def test_miss_control_holds_on_average():
     with pytest.warns(GuaranteeWarning, match="cover too little gold"):
         mc = MissControl(0.01).fit([0.9, 0.8], [True, False], [0, 1], {0: 3, 1: 2})
     assert mc.threshold_ == -np.inf and not mc.achievable_
+
+
+def test_miss_control_refuses_counts_it_cannot_read():
+    with pytest.raises(ParameterError, match="more than once"):
+        MissControl(0.3).fit([0.9, 0.8], [True, False], [0, 1], ([0, 1, 1], [2, 1, 1]))
+    with pytest.raises(ParameterError, match="whole numbers"):
+        MissControl(0.3).fit([0.9], [True], [0], ([0], [3.7]))
+    with pytest.raises(ParameterError, match="no calibration group"):
+        MissControl(0.3).fit([], [], [], {})
