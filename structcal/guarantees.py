@@ -322,7 +322,8 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
     ``0 <= lambda < 1`` the capital ``prod_g (1 - lambda R_g(t) / target)`` has
     expectation at most 1 when ``E[R_g(t)] >= 0``; so has the average over a fixed grid
     of bets, an e-value ``E(t)``, and by Markov's inequality ``P(E(t) >= 1/a) <= a``
-    (:func:`betting_evalues`). Thresholds are tested in two fixed sequences, decided
+    (:func:`betting_evalues`). When every group holds one event (no groups given), the
+    terms are 0/1 and the exact binomial tail p-value replaces ``1 / E(t)``. Thresholds are tested in two fixed sequences, decided
     before any data: one from the largest grid threshold at most ``target`` downwards
     with level ``0.9 delta``, one from halfway between ``target`` and 1 downwards with
     level ``0.1 delta``; each stops at its first threshold whose e-value is below
@@ -433,7 +434,13 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
         with np.errstate(invalid="ignore", divide="ignore"):
             R = np.where(A > 0, FP / np.where(A > 0, A, 1.0) - a, 0.0) * gw[:, None]
         upper = target * max(float(gw.max()) if G else 1.0, 1e-12)
-        E = betting_evalues(R, upper) if G else np.zeros(t.shape[0])
+        if G and n == G and not self.weighted_:
+            # one event per group: each term is 0/1 minus (1 - target), and the exact
+            # binomial tail is the sharpest valid p-value (reported as its inverse)
+            E = 1.0 / np.maximum(binomial_tail_pvalue(FP.sum(axis=0), A.sum(axis=0), a),
+                                 1e-300)
+        else:
+            E = betting_evalues(R, upper) if G else np.zeros(t.shape[0])
         best, first = None, None
         for start, share in _fixed_sequences(t, target):
             j = start
