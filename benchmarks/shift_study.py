@@ -283,17 +283,57 @@ def false_alarms(src, n_splits, alpha=0.05, seed=0):
             "interval": [float(lo), float(hi)], "n_groups": int(groups.shape[0])}
 
 
+def false_alarms_without_groups(src, n_splits, seed=0):
+    """The user path with no ``groups=``: random halves of the source's groups (documents),
+    in their original order; the recalibrator is fit on one half and predicts the other,
+    neither given groups. Every DistributionShiftWarning is a false alarm."""
+    from scipy.stats import beta
+
+    from structcal.exceptions import DistributionShiftWarning
+
+    rng = np.random.default_rng(seed)
+    groups = np.unique(src.groups)
+    flagged = 0
+    for _ in range(n_splits):
+        half = np.isin(src.groups, rng.permutation(groups)[: groups.shape[0] // 2])
+        a, b = src.subset(np.flatnonzero(half), "a"), src.subset(np.flatnonzero(~half), "b")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rec = StructuredRecalibrator(kinds=src.kinds, method="raw",
+                                         random_state=int(rng.integers(2**31))).fit(a.pred, a.y)
+            rec.predict(b.pred)
+        flagged += any(issubclass(w.category, DistributionShiftWarning) for w in caught)
+    lo = beta.ppf(0.025, flagged, n_splits - flagged + 1) if flagged else 0.0
+    hi = beta.ppf(0.975, flagged + 1, n_splits - flagged) if flagged < n_splits else 1.0
+    return {"splits": n_splits, "flagged": int(flagged), "rate": flagged / n_splits,
+            "interval": [float(lo), float(hi)], "n_groups": int(groups.shape[0])}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print the JSON result")
     ap.add_argument("--quick", action="store_true", help="one target per GUM genre, no BBBC039")
     ap.add_argument("--rules", action="store_true", help="replay candidate selection rules")
     ap.add_argument("--out", default=None, help="write the JSON result here")
+    ap.add_argument("--false-alarms-no-groups", type=int, default=None, metavar="N",
+                    help="false alarms over N in-distribution halves of WNUT-17 and GUM, no groups given")
     ap.add_argument("--false-alarms-gum", type=int, default=None, metavar="N",
                     help="only the false-alarm rate on N random document splits of GUM "
                          "(cross-fit), printed as JSON")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.false_alarms_no_groups:
+        n = args.false_alarms_no_groups
+        res = {"command": f"python benchmarks/shift_study.py --false-alarms-no-groups {n}"}
+        res["wnut17 test"] = false_alarms_without_groups(data.wnut17()["test"], n)
+        log(f"  WNUT-17: {res['wnut17 test']}")
+        res["gum"] = false_alarms_without_groups(data.gum_crossfit(), n)
+        log(f"  GUM: {res['gum']}")
+        text = json.dumps(res, indent=1)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        print(text)
+        return
     if args.false_alarms_gum:
         res = false_alarms(data.gum_crossfit(), args.false_alarms_gum)
         res["command"] = f"python benchmarks/shift_study.py --false-alarms-gum {args.false_alarms_gum}"

@@ -442,6 +442,21 @@ def _item_groups(groups, n_items: int) -> np.ndarray:
     return np.unique(arr, return_inverse=True)[1].astype(np.int64)
 
 
+#: without groups, the shift test's units are this many blocks of consecutive inputs
+SHIFT_BLOCKS = 30
+
+
+def _shift_units(groups, n_items: int) -> np.ndarray:
+    """The units the shift test permutes: the groups when given, else blocks of
+    consecutive inputs (neighbouring inputs, a document's sentences or an image's tiles
+    in the order they came, tend to be alike; treating each as its own unit makes
+    ordinary differences between documents look like shift)."""
+    if groups is not None:
+        return _item_groups(groups, n_items)
+    n_blocks = min(SHIFT_BLOCKS, max(n_items, 1))
+    return (np.arange(n_items, dtype=np.int64) * n_blocks) // max(n_items, 1)
+
+
 def _support_bounds(n: int, prior: float) -> tuple:
     """The most extreme forecasts ``n`` recalibration events can support: the posterior
     means of a frequency after ``n`` agreeing outcomes under a Beta(prior, prior) prior."""
@@ -669,8 +684,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         recalibration events weighted by the density ratio of the batch to them
         (:func:`structcal.shift.density_ratio`, over all the kind's columns): isotonic
         regression of the outcome on the raw probability with those weights; where the
-        weights collapse (effective number of groups below ``MIN_EFFECTIVE_GROUPS``) the
-        kind falls back as under ``'fallback'``. ``'fallback'`` replaces the fitted map of the kinds
+        weights collapse (effective number of groups below ``MIN_EFFECTIVE_GROUPS``, or
+        the batch mostly outside the recalibration data, coverage below
+        ``MIN_COVERAGE``) the kind falls back as under ``'fallback'``. ``'fallback'`` replaces the fitted map of the kinds
         whose map reads a shifted column by the simplest map whose input did not shift
         (the forecaster, which reads the features, by isotonic regression on the raw
         probability if that did not shift; isotonic regression by the model's raw
@@ -1048,6 +1064,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         if item_group is None:
             item_group = _item_groups(groups, int(table.item.max()) + 1 if table.n_events else 0)
         event_group = item_group[table.item]
+        n_all = int(item_group.shape[0])
+        event_unit = (_shift_units(None, n_all)[table.item] if groups is None else event_group)
         if isinstance(self.method, dict):
             keys = ["pooled"] if self.pooled else list(table.kind_names)
             unknown = sorted(set(self.method) - set(keys))
@@ -1102,8 +1120,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             sample = _shift_sample(grp, np.random.default_rng(seed), self._SHIFT_CAP)
             self.shift_reference_[key] = np.ascontiguousarray(ref[sample])
             self.shift_outcomes_[key] = np.asarray(y[sample], dtype=bool)
-            self.shift_groups_[key] = np.unique(grp[sample], return_inverse=True)[1].astype(
-                np.int64)
+            self.shift_groups_[key] = np.unique(event_unit[rows][sample],
+                                                return_inverse=True)[1].astype(np.int64)
             self.shift_columns_[key] = cols
         self.n_events_fit_ = table.n_events
 
@@ -1302,8 +1320,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 f"on predictions with {K}: it calibrates the events of that model only"
             )
         item_group = _item_groups(groups, pred.n_items) if hasattr(pred, "n_items") else None
+        units = _shift_units(groups, pred.n_items) if hasattr(pred, "n_items") else None
         table = self.events(pred, y_true)
-        return self._predict_table(table, item_group)
+        return self._predict_table(table, item_group, shift_units=units)
 
     def predict_events(self, table: EventTable, *, groups=None) -> CalibratedEvents:
         """Calibrated probabilities of the events of a table (see :meth:`fit_events`).
@@ -1327,14 +1346,16 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             raise ParameterError(f"the table has kinds {missing} this recalibrator was not fit on "
                                  f"(it knows {sorted(self.selection_)})")
         n_items = max(table.n_items, int(table.item.max()) + 1 if table.n_events else 0)
-        return self._predict_table(table, _item_groups(groups, n_items))
+        return self._predict_table(table, _item_groups(groups, n_items),
+                                   shift_units=_shift_units(groups, n_items))
 
-    def _predict_table(self, table, item_group, *, check_shift=True):
+    def _predict_table(self, table, item_group, *, check_shift=True, shift_units=None):
         test, rows_by_key = None, {}
         if self.shift_check and check_shift:
-            if item_group is None:
-                item_group = np.arange(int(table.item.max()) + 1 if table.n_events else 0)
-            event_group = item_group[table.item]
+            units = shift_units if shift_units is not None else item_group
+            if units is None:
+                units = np.arange(int(table.item.max()) + 1 if table.n_events else 0)
+            event_group = units[table.item]
             if np.unique(event_group).size >= self._SHIFT_MIN_GROUPS:
                 rows_by_key = self._shift_rows(table, event_group)
                 test = self._shift_test_rows(rows_by_key)
@@ -1384,9 +1405,39 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             f = _positive_column(self.fallback_maps_[key], r)
         return np.clip(f, *self._bounds(key))
 
+    def _fallback_kinds(self, test, has_raw: dict) -> dict:
+        """Kinds whose fitted map is not used under ``shift_policy='fallback'``, with the
+        method used instead (``has_raw``: kinds of the batch, and whether their events have
+        a raw probability).
+
+        A map that reads a column the shift test flagged falls back to the simplest map
+        whose input did not shift: the forecaster (which reads the features) to isotonic
+        regression on the raw probability when the raw probability itself did not shift,
+        else (and isotonic regression, whose one input is the raw probability) to the raw
+        probability.
+        """
+        if test is None or getattr(self, "shift_policy", "warn") != "fallback":
+            return {}
+        out = {}
+        maps = getattr(self, "fallback_maps_", None) or {}
+        for key, ok in has_raw.items():
+            method = self.selection_[key]["method"]
+            if not ok or method == "raw":
+                continue
+            raw_shifted = test.kind_shifted(key, ["raw"])
+            if method == "isotonic":
+                if raw_shifted:
+                    out[key] = "raw"
+            elif test.kind_shifted(key, list(self.feature_names_[key])):
+                out[key] = "isotonic" if key in maps and not raw_shifted else "raw"
+        return out
+
     #: under ``shift_policy='adapt'``, a kind whose weighted recalibration events count
     #: fewer effective groups than this falls back instead (the weights have collapsed)
     MIN_EFFECTIVE_GROUPS = 20
+    #: ... or whose batch lies mostly outside the recalibration events' support
+    #: (:attr:`structcal.shift.DensityRatio.coverage` below this)
+    MIN_COVERAGE = 0.5
 
     def _shift_decision(self, test, rows_by_key: dict, has_raw: dict):
         """What a flagged batch changes: ``(fallback, adapted)``.
@@ -1421,21 +1472,31 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                                random_state=seed)
             info = {"effective_sample_size": dr.effective_sample_size,
                     "effective_groups": dr.effective_groups, "n_reference": int(ref.shape[0]),
-                    "auc": dr.auc}
+                    "auc": dr.auc, "coverage": dr.coverage}
             j = cols.index("raw")
             y = outcomes[key]
             model = None
-            if dr.effective_groups >= self.MIN_EFFECTIVE_GROUPS and 0 < y.sum() < y.shape[0]:
+            ok = (dr.effective_groups >= self.MIN_EFFECTIVE_GROUPS
+                  and dr.coverage >= self.MIN_COVERAGE)
+            if ok and 0 < y.sum() < y.shape[0]:
                 from .calibrators import IsotonicCalibration
 
                 model = IsotonicCalibration(prior=float(self.prior)).fit(
                     ref[:, j], y, sample_weight=dr.weights)
             if model is None:
-                info["reason"] = (f"the weights collapsed: {dr.effective_groups:.1f} effective "
-                                  f"groups (< {self.MIN_EFFECTIVE_GROUPS})")
-                fb = self._fallback_kinds(test, {key: ok})
-                info["map"] = fb.get(key, "fitted")
-                fallback.update(fb)
+                info["reason"] = (
+                    f"the weights collapsed: {dr.effective_groups:.1f} effective groups "
+                    f"(at least {self.MIN_EFFECTIVE_GROUPS} needed), coverage "
+                    f"{dr.coverage:.2f} of the batch by the recalibration data (at least "
+                    f"{self.MIN_COVERAGE:g} needed)")
+                # a map that read a shifted column and cannot be re-weighted: the simplest
+                # map whose input did not shift (isotonic of raw for a forecaster whose raw
+                # probability did not shift), else the raw probability
+                fb = self._fallback_kinds(test, {key: ok}).get(key, "raw")
+                if fb == "isotonic" and key not in getattr(self, "fallback_maps_", {}):
+                    fb = "raw"
+                info["map"] = fb
+                fallback[key] = fb
             else:
                 info["map"] = "weighted isotonic"
                 fallback[key] = "adapted"
@@ -1460,8 +1521,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         """
         self._check_fitted()
         table = self.events(pred)
-        item_group = _item_groups(groups, pred.n_items)
-        return self._shift_test(table, item_group[table.item])
+        units = _shift_units(groups, pred.n_items)
+        return self._shift_test(table, units[table.item])
 
     #: permutations of the shift test
     _SHIFT_PERMUTATIONS = 200

@@ -172,6 +172,11 @@ class DensityRatio:
     auc : float
         Cross-fitted area under the ROC curve of the classifier telling the two samples
         apart (0.5: no difference it can see).
+    coverage : float
+        Mean of the estimated ratios over the reference rows before scaling (at most 1).
+        It is about 1 when the new data lie where the reference data do, and falls toward
+        0 with the share of new data outside their support, which no weighting of the
+        reference rows can represent.
     """
 
     weights: np.ndarray
@@ -179,6 +184,7 @@ class DensityRatio:
     effective_groups: float
     clipped_share: float
     auc: float
+    coverage: float = 1.0
 
 
 def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_folds=3,
@@ -225,7 +231,7 @@ def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_f
         np.asarray(groups_new), return_inverse=True)[1]
     if nr == 0 or nn == 0 or ref.shape[1] == 0:
         w = np.ones(nr)
-        return DensityRatio(w, float(nr), float(np.unique(gr).size), 0.0, 0.5)
+        return DensityRatio(w, float(nr), float(np.unique(gr).size), 0.0, 0.5, 1.0)
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import roc_auc_score
 
@@ -258,8 +264,9 @@ def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_f
     cap = clip * max(float(np.median(ratio)), 1e-12)
     clipped = float(np.mean(ratio > cap))
     w = np.minimum(ratio, cap)
+    coverage = float(min(w.mean(), 1.0))
     w = w / w.mean()
     ess = float(w.sum() ** 2 / (w**2).sum())
     gw = np.bincount(gr, weights=w)
     ess_g = float(gw.sum() ** 2 / max((gw**2).sum(), 1e-300))
-    return DensityRatio(w, ess, ess_g, clipped, auc)
+    return DensityRatio(w, ess, ess_g, clipped, auc, coverage)

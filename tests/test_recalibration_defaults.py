@@ -400,7 +400,7 @@ def _feature_world(n, seed, x_shift=0.0, raw_power=1.0):
 def test_shift_fallback_takes_the_simplest_map_whose_input_did_not_shift(tmp_path):
     fit = _feature_world(600, seed=0)
     rec = StructuredRecalibrator(method="forecaster", forecaster=SMALL_KNN,
-                                 random_state=0).fit_events(fit)
+                                 shift_policy="fallback", random_state=0).fit_events(fit)
     iso = rec.fallback_maps_["e"]
     direct = IsotonicCalibration(prior=0.0).fit(fit.raw, fit.outcome)
     # only the feature moved: the forecaster falls back to isotonic regression on raw
@@ -442,6 +442,54 @@ def test_shift_fallback_takes_the_simplest_map_whose_input_did_not_shift(tmp_pat
     assert again.fallback == {"e": "isotonic"}
     np.testing.assert_array_equal(again.forecast, want)
     assert StructuredRecalibrator(method="isotonic", random_state=0).fit_events(fit).fallback_maps_ == {}
+
+
+def _covariate_world(n, seed, x_mean=0.0):
+    """raw p ~ U(0, 1); the outcome's log-odds add 1.5 x to the raw's: P(y | raw) moves with
+    the distribution of the feature x (a covariate shift for a map of raw alone)."""
+    rng = np.random.default_rng(seed)
+    p = rng.random(n)
+    x = rng.normal(x_mean, 1.0, n)
+    z = np.log(p / (1 - p)) + 1.5 * x
+    y = rng.random(n) < 1 / (1 + np.exp(-z))
+    return external_events(np.arange(n), kind="e", raw=p, features={"x": x}, outcome=y), \
+        1 / (1 + np.exp(-z))
+
+
+def test_adapt_refits_an_isotonic_map_toward_a_batch_whose_features_shifted(tmp_path):
+    """Every column a map reads counts: the isotonic map reads only raw, whose distribution
+    does not move, but the outcome given raw does (through x). Weighted toward the batch,
+    the refit map beats the fitted one and the raw probability on it."""
+    fit, _ = _covariate_world(4000, seed=0)
+    rec = StructuredRecalibrator(method="isotonic", random_state=0).fit_events(fit)
+    batch, truth = _covariate_world(1500, seed=1, x_mean=1.0)
+    with pytest.warns(DistributionShiftWarning, match="weighted toward this batch"):
+        out = rec.predict_events(batch)
+    assert out.shifted == ("e",) and out.fallback == {"e": "adapted"}
+    info = out.adaptation["e"]
+    assert info["map"] == "weighted isotonic" and 20 < info["effective_groups"] < 4000
+    rec_warn = StructuredRecalibrator(method="isotonic", shift_policy="warn",
+                                      random_state=0).fit_events(fit)
+    with pytest.warns(DistributionShiftWarning):
+        fixed = rec_warn.predict_events(batch).forecast
+    y = batch.outcome.astype(float)
+    brier = lambda f: float(np.mean((f - truth) ** 2))  # noqa: E731 (distance to the truth)
+    assert brier(out.forecast) < 0.5 * brier(fixed)
+    assert brier(out.forecast) < 0.5 * brier(np.clip(batch.raw, 0, 1))
+    assert np.mean((out.forecast - y) ** 2) < np.mean((fixed - y) ** 2)
+    # saved and loaded: the same adaptation
+    from structcal import io
+
+    io.save(rec, tmp_path / "rec")
+    with pytest.warns(DistributionShiftWarning):
+        again = io.load(tmp_path / "rec").predict_events(batch)
+    np.testing.assert_array_equal(again.forecast, out.forecast)
+    # a batch far outside the recalibration data: the weights collapse, the kind falls
+    # back to the raw probability and says why
+    far, _ = _covariate_world(1500, seed=2, x_mean=6.0)
+    with pytest.warns(DistributionShiftWarning, match="collapsed"):
+        out = rec.predict_events(far)
+    assert out.fallback == {"e": "raw"} and "collapsed" in out.adaptation["e"]["reason"]
 
 
 @pytest.mark.parametrize("n, m", [(40, 60), (132, 150), (900, 700)])
