@@ -668,7 +668,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     shift_check : bool, default=True
         At predict time, test whether the new inputs' raw probabilities and features are
         distributed like the recalibration set's (a permutation test that moves whole
-        groups, :meth:`shift_test`), and issue a
+        groups, :meth:`shift_test`; without groups, blocks of consecutive inputs, so that
+        the sentences of one document, in their order, do not count as independent), and
+        issue a
         :class:`~structcal.exceptions.DistributionShiftWarning` if not.
     shift_alpha : float, default=0.05
         Family-wise level of those tests (over the columns of a kind by permutation, over
@@ -678,7 +680,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         little about a distribution, and would make the forecasts of a service that
         predicts an input at a time flip between map and raw from call to call.
         :meth:`shift_test` tests any batch.
-    shift_policy : {'adapt', 'fallback', 'warn'}, default='adapt'
+    shift_policy : {'fallback', 'adapt', 'warn'}, default='fallback'
         What a flagged batch changes. ``'adapt'``: every kind with a flagged column (its
         raw probability or any feature, whichever the map reads) gets its map refit on the
         recalibration events weighted by the density ratio of the batch to them
@@ -686,8 +688,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         regression of the outcome on the raw probability with those weights; where the
         weights collapse (effective number of groups below ``MIN_EFFECTIVE_GROUPS``, or
         the batch mostly outside the recalibration data, coverage below
-        ``MIN_COVERAGE``) the kind falls back as under ``'fallback'``. ``'fallback'`` replaces the fitted map of the kinds
-        whose map reads a shifted column by the simplest map whose input did not shift
+        ``MIN_COVERAGE``) the kind falls back as under ``'fallback'``, and the batch's
+        ``CalibratedEvents.adaptation`` says which kinds did and why. ``'fallback'``
+        replaces the fitted map of the kinds whose map reads a shifted column by the simplest map whose input did not shift
         (the forecaster, which reads the features, by isotonic regression on the raw
         probability if that did not shift; isotonic regression by the model's raw
         probability), ``'warn'`` only warns. See Notes: the fitted map is a correction
@@ -833,7 +836,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         label_names=None,
         shift_check=True,
         shift_alpha=0.05,
-        shift_policy="adapt",
+        shift_policy="fallback",
         random_state=0,
         verbose=False,
     ):

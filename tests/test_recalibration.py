@@ -60,11 +60,13 @@ def test_per_kind_and_pooled_forecasters():
     pred_fit, y_fit, _ = _overconfident_world(600, seed=2)
     pred_test, y_test, _ = _overconfident_world(300, seed=3)
     feats = {"map": ["phi_mp3", "phi_mg1"], "marginal": ["phi_mg2", "phi_mp7"]}
-    per_kind = StructuredRecalibrator(features=feats, forecaster=TreeRegionForecaster(leaf_grid=[20, 80], random_state=0))
+    per_kind = StructuredRecalibrator(features=feats, shift_check=False,
+                                      forecaster=TreeRegionForecaster(leaf_grid=[20, 80], random_state=0))
     per_kind.fit(pred_fit, y_fit)
     assert set(per_kind.forecasters_) == {"map", "marginal"}
     assert per_kind.feature_names_["map"] == ("phi_mp3", "phi_mg1")
-    pooled = StructuredRecalibrator(features=feats, pooled=True, forecaster=KNNRegionForecaster(k_grid=[50, 100]))
+    pooled = StructuredRecalibrator(features=feats, pooled=True, shift_check=False,
+                                    forecaster=KNNRegionForecaster(k_grid=[50, 100]))
     pooled.fit(pred_fit, y_fit)
     assert set(pooled.forecasters_) == {"pooled"}
     assert pooled.feature_names_["pooled"][-2:] == ("kind=map", "kind=marginal")

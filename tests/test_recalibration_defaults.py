@@ -461,7 +461,8 @@ def test_adapt_refits_an_isotonic_map_toward_a_batch_whose_features_shifted(tmp_
     does not move, but the outcome given raw does (through x). Weighted toward the batch,
     the refit map beats the fitted one and the raw probability on it."""
     fit, _ = _covariate_world(4000, seed=0)
-    rec = StructuredRecalibrator(method="isotonic", random_state=0).fit_events(fit)
+    rec = StructuredRecalibrator(method="isotonic", shift_policy="adapt",
+                                 random_state=0).fit_events(fit)
     batch, truth = _covariate_world(1500, seed=1, x_mean=1.0)
     with pytest.warns(DistributionShiftWarning, match="weighted toward this batch"):
         out = rec.predict_events(batch)
