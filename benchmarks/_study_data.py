@@ -195,4 +195,26 @@ def bbbc039():
         pred = seg.predict(model, d)
         out[name] = Source(f"bbbc039-{name}", pred, d.masks.reshape(-1).astype(np.int64),
                            np.arange(d.n_images), [ObjectEvents(), AllObjectsFound(n_samples=16)])
+    # modality-like changes of the test images, through the same segmenter
+    rng = np.random.default_rng(0)
+    for name, f in MODALITY_CHANGES.items():
+        from types import SimpleNamespace
+
+        d = SimpleNamespace(images=f(test.images.astype(np.float64), rng), masks=test.masks,
+                            shape=test.shape, n_images=test.n_images)
+        pred = seg.predict(model, d)
+        out[f"test-{name}"] = Source(f"bbbc039-test-{name}", pred,
+                                     d.masks.reshape(-1).astype(np.int64),
+                                     np.arange(d.n_images), [ObjectEvents()])
     return out
+
+
+#: image changes that mimic another imaging modality (uint8 intensities in, float out)
+MODALITY_CHANGES = {
+    # bright background, dark nuclei (as in brightfield or histology)
+    "inverted": lambda im, rng: 255.0 - im,
+    # a different exposure and gamma
+    "contrast": lambda im, rng: 255.0 * (im / 255.0) ** 0.5 * 0.7,
+    # a noisier sensor
+    "noise": lambda im, rng: np.clip(im + rng.normal(0.0, 12.0, im.shape), 0.0, 255.0),
+}

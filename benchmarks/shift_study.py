@@ -38,6 +38,7 @@ Run: ``python benchmarks/shift_study.py [--json] [--quick] [--rules] [--out PATH
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -59,7 +60,7 @@ from structcal.recalibration import (  # noqa: E402
 )
 
 N_BOOT = 1000
-CANDIDATES = ("raw", "isotonic", "forecaster", "default")
+CANDIDATES = ("raw", "isotonic", "forecaster", "default", "fitted", "adapt")
 
 
 def log(msg):
@@ -85,6 +86,11 @@ def fit_source(src, kind, seed=0):
         fits["default"] = StructuredRecalibrator(kinds=[kind], random_state=seed).fit(
             src.pred, src.y, groups=src.groups)
         rec = fits["default"]
+        # the same fitted recalibrator under the other shift policies: "fitted" keeps its
+        # map whatever the shift test says, "adapt" reweights toward a flagged batch
+        for name, policy in (("fitted", "warn"), ("adapt", "adapt")):
+            fits[name] = copy.deepcopy(rec)
+            fits[name].shift_policy = policy
         table = rec.events(src.pred, src.y)
         key = kind.name
         X, _ = rec._design(table, key)
@@ -108,6 +114,8 @@ def score_target(fits, tgt, kind):
     t = out["raw"].table
     fc = {m: o.forecast for m, o in out.items()}
     fallback = out["default"].fallback or {}
+    adapted = out["adapt"].adaptation or {}
+    fc["_adaptation"] = next(iter(adapted.values()), None)
     return t.outcome.astype(float), tgt.groups[t.item], fc, next(iter(fallback.values()), None)
 
 
@@ -120,6 +128,8 @@ def paired(y, groups, forecasts, ref="raw", rng=None):
     w = counts / counts.sum(axis=1, keepdims=True)
     out = {}
     for m, f in forecasts.items():
+        if m.startswith("_"):
+            continue
         se = (f - y) ** 2
         d = se - (forecasts[ref] - y) ** 2
         boot = w @ d
@@ -197,6 +207,8 @@ def shift_pairs(quick):
         log("BBBC039 segmenter ...")
         b = data.bbbc039()
         pairs.append(("bbbc039 val -> test", b["val"], b["test"]))
+        for change in data.MODALITY_CHANGES:
+            pairs.append((f"bbbc039 val -> test {change}", b["val"], b[f"test-{change}"]))
     for t_src, t_tgt in ((2.0, 2.0), (2.0, 1.0), (2.0, 3.0)):
         pairs.append((f"synthetic T {t_src} -> {t_tgt}", synthetic_source(600, 1, t_src),
                       synthetic_source(600, 2, t_tgt)))
@@ -350,6 +362,16 @@ def main(argv=None):
             fits, cv = cache[key]
             y, g, fc, fell_back = score_target(fits, tgt, kind)
             res = paired(y, g, fc)
+            res["adaptation"] = fc.get("_adaptation")
+            res["adapt_not_worse_than_raw"] = res["adapt"]["interval_x100"][0] <= 0
+            fitted_gain = -res["fitted"]["minus_raw_x100"]
+            res["fitted_beats_raw_beyond_interval"] = res["fitted"]["interval_x100"][1] < 0
+            res["adapt_share_of_fitted_gain"] = (
+                -res["adapt"]["minus_raw_x100"] / fitted_gain
+                if res["fitted_beats_raw_beyond_interval"] else None)
+            res["default_share_of_fitted_gain"] = (
+                -res["default"]["minus_raw_x100"] / fitted_gain
+                if res["fitted_beats_raw_beyond_interval"] else None)
             res["default_fell_back_to"] = fell_back  # None, "raw" or "isotonic"
             res["n_target_events"] = int(y.shape[0])
             res["n_target_groups"] = int(np.unique(g).shape[0])
@@ -391,6 +413,16 @@ def main(argv=None):
             "shift_pairs": len(shift),
             "in_distribution_met": sum(r["target_met"] for r in indist.values()),
             "in_distribution_settings": len(indist),
+            "adapt_not_worse_than_raw": sum(r["adapt_not_worse_than_raw"]
+                                            for r in shift.values()),
+            "fitted_beats_raw": sum(r["fitted_beats_raw_beyond_interval"]
+                                    for r in shift.values()),
+            "adapt_keeps_half_of_fitted_gain": sum(
+                (r["adapt_share_of_fitted_gain"] or 0) >= 0.5 for r in shift.values()
+                if r["fitted_beats_raw_beyond_interval"]),
+            "default_keeps_half_of_fitted_gain": sum(
+                (r["default_share_of_fitted_gain"] or 0) >= 0.5 for r in shift.values()
+                if r["fitted_beats_raw_beyond_interval"]),
         },
     }
     if args.rules:
@@ -411,13 +443,15 @@ def main(argv=None):
 
 def format_table(result):
     lines = [f"{'setting / kind':<52}{'chose':>13}{'default-raw x100':>18}{'interval':>22}"
-             f"{'iso-raw':>10}{'ok':>5}"]
+             f"{'iso-raw':>10}{'ok':>5}{'fitted-raw':>12}{'adapt-raw':>11}{'ok':>5}"]
     for k, r in result["shift"].items():
         d = r["default"]
         chose = r["default_chose"] + (f"->{r['default_fell_back_to']}" if r.get("default_fell_back_to") else "")
         lines.append(f"{k:<52}{chose:>13}{d['minus_raw_x100']:>+18.3f}"
                      f"{str([round(x, 3) for x in d['interval_x100']]):>22}"
-                     f"{r['isotonic']['minus_raw_x100']:>+10.3f}{'yes' if r['target_met'] else 'NO':>5}")
+                     f"{r['isotonic']['minus_raw_x100']:>+10.3f}{'yes' if r['target_met'] else 'NO':>5}"
+                     f"{r['fitted']['minus_raw_x100']:>+12.3f}{r['adapt']['minus_raw_x100']:>+11.3f}"
+                     f"{'yes' if r['adapt_not_worse_than_raw'] else 'NO':>5}")
     lines.append("")
     lines.append(f"{'in distribution':<52}{'iso gain':>11}{'default gain':>18}{'kept':>10}{'ok':>5}")
     for k, r in result["in_distribution"].items():
@@ -438,6 +472,11 @@ def format_table(result):
     lines.append(f"shift: default not worse than raw on {t['shift_pairs_not_worse_than_raw']} of "
                  f"{t['shift_pairs']} settings; in distribution: target met on "
                  f"{t['in_distribution_met']} of {t['in_distribution_settings']}")
+    lines.append(f"adapt: not worse than raw on {t['adapt_not_worse_than_raw']} of "
+                 f"{t['shift_pairs']}; where the fitted map beats raw ({t['fitted_beats_raw']} "
+                 f"settings) adapt keeps >= 50% of its gain in "
+                 f"{t['adapt_keeps_half_of_fitted_gain']}, the default in "
+                 f"{t['default_keeps_half_of_fitted_gain']}")
     if "rule_summary" in result:
         lines.append("")
         for r, v in result["rule_summary"].items():

@@ -293,8 +293,8 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
         subsets += [(name, codes == g) for g, name in enumerate(names)]
     weights = None
     n_resamples = check_int(n_resamples, "n_resamples", low=0)
-    if n_resamples:
-        n_items = int(table.item.max()) + 1 if table.n_events else 0
+    if n_resamples and table.n_events:
+        n_items = max(int(getattr(table, "n_items", 0) or 0), int(table.item.max()) + 1)
         item_group = _item_groups(groups, n_items)
         G = int(item_group.max()) + 1 if n_items else 0
         rng = check_random_state(random_state)
@@ -1051,6 +1051,13 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             raise ParameterTypeError(f"`table` must be an EventTable; got {describe(table)}")
         if table.outcome is None:
             raise ParameterError("the events have no outcomes: fitting needs them")
+        if table.n_events == 0:
+            raise ParameterError("the table has no events: fitting needs events with outcomes")
+        for k, name in enumerate(table.kind_names):
+            if (table.kind == k).any() and not table.defined[k].any():
+                raise ParameterError(
+                    f"the events of kind {name!r} have neither a raw probability nor a "
+                    "feature: give external_events raw= or features= for them")
         from .events.external import ExternalKind
 
         own = {k.name: k for k in (self.kinds or [])}
@@ -1369,7 +1376,15 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 continue  # no events of this kind in the batch
             X, names = self._design(table, key)
             if names != self.feature_names_[key]:
-                raise ParameterError(f"feature columns of {key!r} differ from those seen in fit")
+                seen = self.feature_names_[key]
+                missing = [c for c in seen if c not in names]
+                extra = [c for c in names if c not in seen]
+                raise ParameterError(
+                    f"the events of {key!r} have feature columns {list(names)}; the "
+                    f"recalibrator was fit on {list(seen)}"
+                    + (f" (missing: {missing}; a column that is NaN for every event of the "
+                       "kind counts as missing)" if missing else "")
+                    + (f" (not seen in fit: {extra})" if extra else ""))
             rows = self._rows(table, key)
             if not rows.any():  # no events of this kind in the batch: nothing to forecast
                 continue

@@ -889,9 +889,18 @@ def test_warmup_refuses_unknown_paths(tmp_path, capsys):
 
     with pytest.raises(ParameterError, match="unknown warm-up paths"):
         warm(["nothing"], verbose=False)
-    with pytest.raises(SystemExit) as exit_:
-        main(["warmup", "nothing"])
-    assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert main(["warmup", "nothing"]) == 2
+    assert "unknown warm-up paths ['nothing']" in capsys.readouterr().err
+
+
+def test_bare_warmup_warms_every_path(monkeypatch):
+    """The documented bare ``structcal warmup`` (argparse once refused its own default)."""
+    from structcal.cli import warmup
+
+    seen = []
+    monkeypatch.setattr(warmup, "warm", lambda paths, verbose=True: seen.append(list(paths)) or {})
+    assert main(["warmup"]) == 0 and main(["warmup", "-q", "chain", "ner"]) == 0
+    assert seen == [["all"], ["chain", "ner"]]
 
 
 @pytest.mark.slow

@@ -69,11 +69,11 @@ def external_events(item, *, kind=None, raw=None, features=None, outcome=None, l
         The kind of each event (``"entity"``, ``"nucleus"``, ``"field"``; default
         ``"event"``): one recalibration map per kind.
     raw : array-like of shape (n_events,), optional
-        The model's own score of each event as a probability in [0, 1] (NaN where it has
-        none). It becomes the ``raw`` feature as well.
+        The model's own score of each event as a probability in [0, 1] (NaN for every
+        event of a kind that has none). It becomes the ``raw`` feature as well.
     features : dict of str to array-like of shape (n_events,), optional
         More features of the events (span length, entity type one-hot, ...). NaN marks a
-        feature a kind does not have.
+        feature a kind does not have: NaN for all of the kind's events or for none.
     outcome : array-like of shape (n_events,), bool, optional
         Whether each event holds (for fitting and evaluation).
     label : array-like of shape (n_events,), int, optional
@@ -142,7 +142,17 @@ def external_events(item, *, kind=None, raw=None, features=None, outcome=None, l
     defined = np.zeros((len(names), X.shape[1]), dtype=bool)
     for k in range(len(names)):
         rows = code == k
-        defined[k] = ~np.isnan(X[rows]).any(axis=0) if rows.any() else np.ones(X.shape[1], bool)
+        nan = np.isnan(X[rows])
+        partial = nan.any(axis=0) & ~nan.all(axis=0)
+        if partial.any():
+            j = int(np.flatnonzero(partial)[0])
+            what = "`raw`" if names_x[j] == "raw" and raw is not None else f"feature {names_x[j]!r}"
+            raise ParameterError(
+                f"{what} is NaN for {int(nan[:, j].sum())} of the {int(rows.sum())} events of "
+                f"kind {names[k]!r}: NaN marks a column a kind does not have, so it must be "
+                "NaN for all of the kind's events or none (drop those events, impute them, or "
+                "give them a kind of their own)")
+        defined[k] = ~nan.any(axis=0) if rows.any() else np.ones(X.shape[1], bool)
     X = np.where(np.isnan(X), 0.0, X)
     out = None
     if outcome is not None:
