@@ -63,6 +63,28 @@ def _word_ids(encoding, i):
         f"`encoding` must be a tokenizer's BatchEncoding (with word_ids); got {describe(encoding)}")
 
 
+def _n_sequences(encoding):
+    """Number of sequences of a BatchEncoding (None when it does not say)."""
+    try:
+        if hasattr(encoding, "encodings") and encoding.encodings is not None:
+            return len(encoding.encodings)
+        if hasattr(encoding, "get") and encoding.get("input_ids") is not None:
+            ids = encoding["input_ids"]
+            return len(ids)
+    except (TypeError, KeyError):
+        return None
+    return None
+
+
+def _word_starts(words):
+    """Character offset of each word in ``" ".join(words)``."""
+    starts, pos = [], 0
+    for w in words:
+        starts.append(pos)
+        pos += len(w) + 1
+    return starts
+
+
 def hf_potentials(encoding, logits, id2label, *, scheme: str = "BIO", reduce: str = "first",
                   transitions=None, start=None, end=None):
     """Word-level :class:`~structcal.ChainPotentials` of a token classifier's outputs.
@@ -101,6 +123,10 @@ def hf_potentials(encoding, logits, id2label, *, scheme: str = "BIO", reduce: st
     if L.ndim != 3 or L.shape[2] != len(names):
         raise ParameterError(f"`logits` must have shape (batch, n_subwords, {len(names)}); "
                              f"got {L.shape}")
+    n_enc = _n_sequences(encoding)
+    if n_enc is not None and n_enc != L.shape[0]:
+        raise ParameterError(f"`logits` holds {L.shape[0]} sequences but `encoding` holds "
+                             f"{n_enc}: pass the logits of every encoded sequence, in order")
     rows, lengths = [], []
     for i in range(L.shape[0]):
         ids = _word_ids(encoding, i)
@@ -119,7 +145,7 @@ def hf_potentials(encoding, logits, id2label, *, scheme: str = "BIO", reduce: st
 
 
 def hf_entities(encoding, logits, id2label, *, recalibrator=None, scheme: str = "BIO",
-                reduce: str = "first", transitions=None):
+                reduce: str = "first", transitions=None, words=None):
     """The entities of each sequence with exact (and calibrated) probabilities.
 
     The answer to ``pipeline(..., aggregation_strategy="first")``: entities are the chunks
@@ -135,20 +161,39 @@ def hf_entities(encoding, logits, id2label, *, recalibrator=None, scheme: str = 
         ``offset_mapping`` (tokenize with ``return_offsets_mapping=True``).
     recalibrator : StructuredRecalibrator, optional
         Fitted on ``EntitySpans`` events of this model (kind named ``"entity"``).
+    words : sequence of sequence of str, optional
+        The words of each sequence, when the encoding was made from pre-split words
+        (``is_split_into_words=True``): entities then get their ``word`` (the words
+        joined by spaces) and character offsets into ``" ".join(words[i])``. The offsets
+        a tokenizer gives for pre-split words are relative to each word, so without
+        ``words`` such an encoding gives no character offsets.
 
     Returns
     -------
     list of list of dict
         Per sequence, its entities: ``entity_group`` (the type), ``start_word``,
-        ``end_word`` (exclusive), ``start``/``end`` (character offsets, when known),
-        ``exact`` and ``score`` (the calibrated probability if a recalibrator is given,
-        else the exact one).
+        ``end_word`` (exclusive), ``start``/``end`` (character offsets into the text, or
+        into ``" ".join(words[i])``, when known), ``word`` (given ``words``), ``exact``
+        and ``score`` (the calibrated probability if a recalibrator is given, else the
+        exact one).
     """
     from ..events import EntitySpans, build_events, entity_table
     from ..prediction import StructuredPrediction
 
     pot = hf_potentials(encoding, logits, id2label, scheme=scheme, reduce=reduce,
                         transitions=transitions)
+    if words is not None:
+        if isinstance(words, (str, bytes)) or len(words) != pot.n_chains or any(
+                isinstance(w, (str, bytes)) or not all(isinstance(x, str) for x in w)
+                for w in words):
+            raise ParameterError(f"`words` must hold one list of str per sequence "
+                                 f"({pot.n_chains}); got {describe(words)}")
+        lengths = np.diff(pot.offsets)
+        bad = [i for i, w in enumerate(words) if len(w) != lengths[i]]
+        if bad:
+            i = bad[0]
+            raise ParameterError(f"`words[{i}]` has {len(words[i])} words but the encoding of "
+                                 f"sequence {i} has {int(lengths[i])}")
     pred = StructuredPrediction(pot)
     tags = TagScheme(list(pot.label_names), scheme)
     if recalibrator is not None:
@@ -169,13 +214,32 @@ def hf_entities(encoding, logits, id2label, *, recalibrator=None, scheme: str = 
     out = [[] for _ in range(pot.n_chains)]
     if spans is None:
         return out
+    per_word = {}
     for r in range(table.n_events):
         i, s, e = int(spans["item"][r]), int(spans["start"][r]), int(spans["end"][r])
         ent = {"entity_group": spans["type_name"][r], "start_word": s, "end_word": e,
                "exact": float(table.raw[r]), "score": float(score[r])}
-        if offsets is not None:
+        if words is not None:
+            ent["word"] = " ".join(words[i][s:e])
+            starts = _word_starts(words[i])
+            ent["start"], ent["end"] = starts[s], starts[e - 1] + len(words[i][e - 1])
+        elif offsets is not None:
             ids = _word_ids(encoding, i)
-            sub = [k for k, w in enumerate(ids) if w is not None and s <= w < e]
-            ent["start"], ent["end"] = int(offsets[i][sub[0]][0]), int(offsets[i][sub[-1]][1])
+            if i not in per_word:
+                per_word[i] = _offsets_per_word(ids, offsets[i])
+            if not per_word[i]:
+                sub = [k for k, w in enumerate(ids) if w is not None and s <= w < e]
+                ent["start"], ent["end"] = (int(offsets[i][sub[0]][0]),
+                                            int(offsets[i][sub[-1]][1]))
         out[i].append(ent)
     return out
+
+
+def _offsets_per_word(ids, offsets) -> bool:
+    """Whether a sequence's offsets restart at every word (pre-split input), so that they
+    are not offsets into one text: two words whose first subword starts at 0."""
+    first = {}
+    for k, w in enumerate(ids):
+        if w is not None and w not in first:
+            first[w] = int(offsets[k][0])
+    return sum(v == 0 for v in first.values()) >= 2
