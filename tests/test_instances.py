@@ -323,3 +323,54 @@ def test_object_calibration_bad_inputs():
     # nothing proposed in an image with gold objects: all charged
     r = object_calibration([], [], n_missed=3)
     assert r.n_objects == 0 and r.recall == 0.0 and r.brier == 1.0
+
+
+def test_channel_first_maps_need_their_axis_named():
+    from structcal.adapters import map_objects
+
+    rng = np.random.default_rng(0)
+    chw = rng.normal(size=(3, 8, 9))  # (classes, H, W) logits, the PyTorch layout
+    with pytest.raises(ParameterError, match=r"channel_axis=0 for \(classes, H, W\)"):
+        map_objects([chw], logits=True)
+    a = map_objects([chw], logits=True, channel_axis=0)
+    b = map_objects([np.moveaxis(chw, 0, -1)], logits=True, channel_axis=-1)
+    np.testing.assert_array_equal(a.labels[0], b.labels[0])
+    assert a.labels[0].shape == (8, 9)
+    with pytest.raises(ParameterError, match="channel_axis"):
+        map_objects([chw[0]], channel_axis=0)
+
+
+def test_probabilities_passed_as_logits_warn_and_bool_masks_are_refused():
+    from structcal.adapters import map_objects
+
+    prob = np.zeros((6, 6))
+    prob[1:3, 1:3] = 0.9
+    with pytest.warns(UserWarning, match="logits=True"):
+        map_objects([prob], logits=True)
+    mask = prob > 0.5
+    with pytest.raises(ParameterError, match="boolean mask"):
+        map_objects([prob], instances=[mask])
+    with pytest.raises(ParameterError, match="boolean mask"):
+        map_objects([prob], gold=[mask])
+
+
+def test_post_processing_of_map_instances():
+    from scipy import ndimage as ndi
+
+    from structcal.adapters import instances_from_map
+
+    yy, xx = np.mgrid[:40, :70]
+    discs = ((yy - 20) ** 2 + (xx - 18) ** 2 < 120) | ((yy - 20) ** 2 + (xx - 36) ** 2 < 120)
+    assert ndi.label(discs)[1] == 1  # two overlapping discs: one component
+    lab, _ = instances_from_map(discs.astype(float), split_touching=True)
+    assert lab.max() == 2
+    left, right = lab[20, 10], lab[20, 44]
+    assert left != right and left > 0 and right > 0
+    # specks go with min_size; a hole is filled
+    m = discs.copy()
+    m[2, 60] = m[5, 65] = True
+    m[20, 18] = False  # a one-pixel hole
+    lab, _ = instances_from_map(m.astype(float), min_size=5, fill_holes=True)
+    assert lab.max() == 1 and lab[20, 18] == 1 and lab[2, 60] == 0
+    with pytest.raises(ParameterError, match="min_size"):
+        instances_from_map(m.astype(float), min_size=-1)
