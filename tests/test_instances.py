@@ -374,3 +374,33 @@ def test_post_processing_of_map_instances():
     assert lab.max() == 1 and lab[20, 18] == 1 and lab[2, 60] == 0
     with pytest.raises(ParameterError, match="min_size"):
         instances_from_map(m.astype(float), min_size=-1)
+
+
+@pytest.mark.parametrize("seg, match", [
+    ({"size": [4, 4], "counts": "0"}, "trailing continuation|sum to"),
+    ({"size": [4, 4], "counts": "`"}, "end in the middle"),
+    ({"size": [4, 4], "counts": "\x20\x21"}, "characters '0' to 'o'"),
+    ({"size": [4, 4]}, "without 'counts'"),
+    ({"size": [4, 4], "counts": [8, -2, 10]}, "run 1 is -2"),
+    ({"size": [4, 4], "counts": [8.5, 7.5]}, "whole numbers"),
+    ({"size": [4, 4], "counts": [8, 7]}, "sum to 15"),
+])
+def test_from_coco_refuses_malformed_rle(seg, match):
+    from structcal.adapters import from_coco
+
+    with pytest.raises(ParameterError, match=match):
+        from_coco([{"segmentation": seg, "category_id": 1}], (4, 4))
+
+
+def test_from_coco_refuses_bad_categories_and_polygons():
+    from structcal.adapters import from_coco
+
+    ok = {"size": [4, 4], "counts": [8, 8]}
+    with pytest.raises(ParameterError, match="category_id"):
+        from_coco([{"segmentation": ok, "category_id": "1"}], (4, 4))
+    lab, cls = from_coco([{"segmentation": {"size": [4, 4], "counts": [8.0, 8.0]},
+                           "category_id": 2}], (4, 4))
+    assert lab.sum() == 8 and cls.tolist() == [0, 2]
+    pytest.importorskip("PIL")
+    with pytest.raises(ParameterError, match="NaN"):
+        from_coco([{"segmentation": [[0, 0, 3, float("nan"), 3, 3]], "category_id": 1}], (4, 4))

@@ -644,7 +644,13 @@ def _rle_from_string(s):
     while p < len(s):
         x, k, more = 0, 0, True
         while more:
+            if p >= len(s):
+                raise ParameterError("compressed RLE counts end in the middle of a number "
+                                     "(a trailing continuation character)")
             c = ord(s[p]) - 48
+            if not 0 <= c < 64:
+                raise ParameterError(f"compressed RLE counts hold {s[p]!r} at position {p}: "
+                                     "COCO's encoding uses the characters '0' to 'o'")
             x |= (c & 0x1F) << (5 * k)
             more = bool(c & 0x20)
             p += 1
@@ -661,8 +667,18 @@ def _decode_rle(counts, shape):
     h, w = shape
     if isinstance(counts, (str, bytes)):
         counts = _rle_from_string(counts.decode() if isinstance(counts, bytes) else counts)
-    counts = np.asarray(counts, dtype=np.int64)
-    if (counts < 0).any() or counts.sum() != h * w:
+    a = np.asarray(counts)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iuf"):
+        raise ParameterError(f"RLE counts must be a list of run lengths or a compressed "
+                             f"string; got {describe(counts)}")
+    if a.dtype.kind == "f" and (not np.isfinite(a).all() or (a != np.round(a)).any()):
+        raise ParameterError("RLE counts must be whole numbers; got "
+                             f"{a[(~np.isfinite(a)) | (a != np.round(a))][:3].tolist()}")
+    counts = a.astype(np.int64)
+    if (counts < 0).any():
+        k = int(np.flatnonzero(counts < 0)[0])
+        raise ParameterError(f"RLE counts must be >= 0; run {k} is {int(counts[k])}")
+    if counts.sum() != h * w:
         raise ParameterError(f"RLE counts sum to {int(counts.sum())}, not {h} x {w} = {h * w}")
     vals = np.arange(counts.size) % 2
     return np.repeat(vals, counts).astype(bool).reshape((w, h)).T
@@ -752,7 +768,13 @@ def from_coco(annotations, shape) -> tuple[np.ndarray, np.ndarray]:
             size = tuple(int(s) for s in seg.get("size", (h, w)))
             if size != (h, w):
                 raise ParameterError(f"annotations[{j}]: RLE size {size} differs from {(h, w)}")
-            mask = _decode_rle(seg["counts"], (h, w))
+            if "counts" not in seg:
+                raise ParameterError(f"annotations[{j}]['segmentation'] is an RLE dict without "
+                                     "'counts'")
+            try:
+                mask = _decode_rle(seg["counts"], (h, w))
+            except ParameterError as exc:
+                raise ParameterError(f"annotations[{j}]: {exc}") from None
         elif isinstance(seg, list):
             Image = _pillow()
             from PIL import ImageDraw
@@ -760,14 +782,25 @@ def from_coco(annotations, shape) -> tuple[np.ndarray, np.ndarray]:
             im = Image.new("L", (w, h), 0)
             draw = ImageDraw.Draw(im)
             for poly in seg:
-                xy = [float(v) for v in poly]
+                try:
+                    xy = [float(v) for v in poly]
+                except (TypeError, ValueError):
+                    raise ParameterError(f"annotations[{j}]: polygon coordinates must be "
+                                         "numbers") from None
                 if len(xy) < 6 or len(xy) % 2:
                     raise ParameterError(f"annotations[{j}]: a polygon needs >= 3 (x, y) pairs")
+                if not np.isfinite(xy).all():
+                    raise ParameterError(f"annotations[{j}]: a polygon has a NaN or infinite "
+                                         "coordinate")
                 draw.polygon(xy, outline=1, fill=1)
             mask = np.asarray(im, dtype=bool)
         else:
             raise ParameterError(f"annotations[{j}]['segmentation'] must be RLE or polygons; "
                                  f"got {describe(seg)}")
+        cat = ann.get("category_id", 1)
+        if isinstance(cat, (bool, np.bool_)) or not isinstance(cat, (int, np.integer)):
+            raise ParameterError(f"annotations[{j}]['category_id'] must be an int; got "
+                                 f"{describe(cat)}")
         lab[mask] = len(classes)
-        classes.append(int(ann.get("category_id", 1)))
+        classes.append(int(cat))
     return lab, np.asarray(classes, dtype=np.int64)
