@@ -24,6 +24,8 @@ __all__ = [
     "check_float",
     "check_option",
     "check_random_state",
+    "as_ids",
+    "as_probabilities",
     "describe",
 ]
 
@@ -306,3 +308,42 @@ def check_random_state(seed) -> np.random.Generator:
     raise ParameterTypeError(
         f"`random_state` must be None, an int or a numpy Generator; got {describe(seed)}"
     )
+
+
+def as_ids(ids, name: str, n: int, what: str = "one per row", *, unique: bool = False):
+    """Check an array of ids (group, document, image ids) of shape ``(n,)``.
+
+    Ids are any numbers or strings but NaN; ``unique=True`` also refuses repeated ids
+    (ids that index something). Returns the array (not recoded).
+    """
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
+        raise ParameterTypeError(f"`{name}` must be a sequence of ids ({what}); got "
+                                 f"{describe(ids)}")
+    g = _to_array(ids, name)
+    if g.shape != (n,):
+        raise ParameterError(f"`{name}` must have shape ({n},) ({what}); got shape {g.shape}")
+    if g.dtype.kind == "f" and not np.isfinite(g).all():
+        raise ParameterError(f"`{name}` holds NaN or infinite ids")
+    if g.dtype == object:
+        vals = g.tolist()
+        if any(isinstance(v, float) and v != v for v in vals):
+            raise ParameterError(f"`{name}` holds NaN ids")
+        if not all(isinstance(v, (str, numbers.Number, np.generic)) for v in vals):
+            raise ParameterTypeError(f"`{name}` must hold numbers or strings")
+    if g.dtype.kind not in "biufUSO":
+        raise ParameterTypeError(f"`{name}` must hold numbers or strings; got dtype {g.dtype}")
+    if unique and g.size:
+        uniq, counts = np.unique(g.astype(str) if g.dtype == object else g, return_counts=True)
+        if (counts > 1).any():
+            raise ParameterError(f"`{name}` repeats ids (e.g. {uniq[counts > 1][:3].tolist()}): "
+                                 "each id must appear once")
+    return g
+
+
+def as_probabilities(x, name: str, *, ndim: int | None = 1, shape: tuple | None = None):
+    """Check an array of probabilities: finite ``float64`` values in [0, 1]."""
+    a = as_float_array(x, name, ndim=ndim, shape=shape)
+    if a.size and (a.min() < 0.0 or a.max() > 1.0):
+        raise ParameterError(f"`{name}` must hold probabilities in [0, 1]; got values in "
+                             f"[{a.min():.4g}, {a.max():.4g}]")
+    return a

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._estimator import ParamsMixin
-from ._validation import as_float_array, check_float, describe
+from ._validation import as_float_array, as_ids, as_probabilities, check_float, describe
 from .exceptions import ParameterError, ParameterTypeError
 from .io import SaveLoadMixin
 
@@ -160,7 +160,11 @@ def betting_evalues(values, upper=1.0):
     x = x[:, None] if one else x
     if x.ndim != 2:
         raise ParameterError(f"`values` must be 1-d or 2-d; got shape {x.shape}")
-    u = np.broadcast_to(np.asarray(upper, dtype=np.float64), (x.shape[1],))
+    u = as_float_array(upper, "upper")
+    if u.ndim > 1 or (u.ndim == 1 and u.shape[0] != x.shape[1]):
+        raise ParameterError(f"`upper` must be a number or one bound per column of `values` "
+                             f"({x.shape[1]}); got shape {u.shape}")
+    u = np.broadcast_to(u, (x.shape[1],))
     if not (np.isfinite(u).all() and (u > 0).all()):
         raise ParameterError("`upper` must be finite and > 0")
     if (x > u[None, :] * (1 + 1e-12)).any():
@@ -208,38 +212,29 @@ def _fixed_sequences(t, target):
 
 
 def _inputs(scores, outcomes, groups, classes):
-    s = as_float_array(scores, "scores", ndim=1)
+    s = as_probabilities(scores, "scores")
     n = s.shape[0]
     if outcomes is not None:
         o = np.asarray(outcomes)
         if o.shape != (n,):
-            raise ParameterError(f"`outcomes` must have shape ({n},) (one per score); got "
-                                 f"{o.shape}")
+            raise ParameterError(f"`outcomes` must have shape ({n},) (one per score of "
+                                 f"`scores`); got {o.shape}")
         if o.dtype != np.bool_:
             if o.dtype.kind not in "biuf" or not np.isin(o, (0, 1)).all():
                 raise ParameterError("`outcomes` must be 0/1 or boolean")
             o = o.astype(bool)
     else:
         o = None
-    g = np.arange(n) if groups is None else _ids(groups, "groups", n, "one per event")
-    c = np.zeros(n, dtype=np.int64) if classes is None else np.asarray(classes)
-    if c.shape != (n,):
-        raise ParameterError(f"`classes` must have shape ({n},) (one per event); got {c.shape}")
-    if s.size and (s.min() < 0 or s.max() > 1):
-        raise ParameterError("`scores` must be probabilities in [0, 1]")
+    g = np.arange(n) if groups is None else _ids(groups, "groups", n,
+                                                 "one per score of `scores`")
+    c = np.zeros(n, dtype=np.int64) if classes is None else _ids(classes, "classes", n,
+                                                                   "one per score of `scores`")
     return s, o, g, c
 
 
-def _ids(ids, name, n, what):
-    """Group ids of shape ``(n,)``: any hashable values but NaN."""
-    g = np.asarray(ids)
-    if g.shape != (n,):
-        raise ParameterError(f"`{name}` must have shape ({n},) ({what}); got shape {g.shape}")
-    if g.dtype.kind == "f" and np.isnan(g).any():
-        raise ParameterError(f"`{name}` holds NaN ids")
-    if g.dtype == object and any(isinstance(v, float) and v != v for v in g.tolist()):
-        raise ParameterError(f"`{name}` holds NaN ids")
-    return g
+def _ids(ids, name, n, what, unique=False):
+    """Ids of shape ``(n,)``: any numbers or strings but NaN (:func:`as_ids`)."""
+    return as_ids(ids, name, n, what, unique=unique)
 
 
 @dataclass(frozen=True)
@@ -717,9 +712,7 @@ class MissControl(SaveLoadMixin, ParamsMixin):
         """
         alpha = check_float(self.alpha, "alpha", low=0.0, high=1.0, low_inclusive=False)
         s, o, _, _ = _inputs(scores, outcomes, None, None)
-        g = np.asarray(groups)
-        if g.shape != s.shape:
-            raise ParameterError(f"`groups` must have shape {s.shape}; got {g.shape}")
+        g = _ids(groups, "groups", s.shape[0], "one per score of `scores`")
         ids, counts = _gold_counts(n_gold)
         if ids.shape[0] == 0:
             raise ParameterError("`n_gold` lists no calibration group: miss control needs "

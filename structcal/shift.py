@@ -63,6 +63,35 @@ def _at_most_per_group(groups, m, rng):
     return np.sort(order[srt[rank < m]])
 
 
+def _two_samples(reference, new, groups_reference, groups_new):
+    """Two samples as 2-d float arrays with the same columns, and their group ids."""
+    from ._validation import as_ids, describe
+    from .exceptions import ParameterError, ParameterTypeError
+
+    out = []
+    for name, x in (("reference", reference), ("new", new)):
+        try:
+            a = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ParameterTypeError(f"`{name}` must be an array of numbers; got "
+                                     f"{describe(x)}") from None
+        if a.ndim == 1:
+            a = a[:, None]
+        if a.ndim != 2:
+            raise ParameterError(f"`{name}` must be 1-d or 2-d (rows, columns); got shape "
+                                 f"{a.shape}")
+        out.append(a)
+    ref, nw = out
+    if ref.shape[1] != nw.shape[1]:
+        raise ParameterError(f"`reference` and `new` must have the same columns; got "
+                             f"{ref.shape[1]} and {nw.shape[1]}")
+    gr = (np.arange(ref.shape[0]) if groups_reference is None else
+          as_ids(groups_reference, "groups_reference", ref.shape[0], "one per row of `reference`"))
+    gn = (np.arange(nw.shape[0]) if groups_new is None else
+          as_ids(groups_new, "groups_new", nw.shape[0], "one per row of `new`"))
+    return ref, nw, gr, gn
+
+
 def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
                      n_permutations: int = 200, random_state=0) -> GroupShiftResult:
     """Test whether ``new`` is distributed like ``reference``, permuting whole groups.
@@ -91,15 +120,8 @@ def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
     """
     from ._validation import check_random_state
 
-    ref = np.asarray(reference, dtype=np.float64)
-    new = np.asarray(new, dtype=np.float64)
-    if ref.ndim == 1:
-        ref = ref[:, None]
-    if new.ndim == 1:
-        new = new[:, None]
+    ref, new, gr, gn = _two_samples(reference, new, groups_reference, groups_new)
     C = ref.shape[1]
-    gr = np.arange(ref.shape[0]) if groups_reference is None else np.asarray(groups_reference)
-    gn = np.arange(new.shape[0]) if groups_new is None else np.asarray(groups_new)
     _, gr = np.unique(gr, return_inverse=True)
     _, gn = np.unique(gn, return_inverse=True)
     n_gr = int(gr.max()) + 1 if gr.size else 0
@@ -211,24 +233,19 @@ def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_f
     -------
     DensityRatio
     """
-    from ._validation import as_float_array, check_float, check_int
+    from ._validation import check_float, check_int
 
-    ref = as_float_array(reference, "reference")
-    nw = as_float_array(new, "new")
-    ref = ref[:, None] if ref.ndim == 1 else ref
-    nw = nw[:, None] if nw.ndim == 1 else nw
-    if ref.ndim != 2 or nw.ndim != 2 or ref.shape[1] != nw.shape[1]:
+    ref, nw, gr, gn = _two_samples(reference, new, groups_reference, groups_new)
+    if np.isposinf(ref).any() or np.isposinf(nw).any():
         from .exceptions import ParameterError
 
-        raise ParameterError(f"`reference` and `new` must be 2-d with the same columns; got "
-                             f"shapes {ref.shape} and {nw.shape}")
+        raise ParameterError("`reference` and `new` must not hold +inf (NaN marks a missing "
+                             "value)")
     n_folds = check_int(n_folds, "n_folds", low=2)
     clip = check_float(clip, "clip", low=1.0, low_inclusive=False)
     nr, nn = ref.shape[0], nw.shape[0]
-    gr = np.arange(nr) if groups_reference is None else np.unique(
-        np.asarray(groups_reference), return_inverse=True)[1]
-    gn = np.arange(nn) if groups_new is None else np.unique(
-        np.asarray(groups_new), return_inverse=True)[1]
+    gr = np.unique(gr, return_inverse=True)[1] if nr else np.zeros(0, np.int64)
+    gn = np.unique(gn, return_inverse=True)[1] if nn else np.zeros(0, np.int64)
     if nr == 0 or nn == 0 or ref.shape[1] == 0:
         w = np.ones(nr)
         return DensityRatio(w, float(nr), float(np.unique(gr).size), 0.0, 0.5, 1.0)

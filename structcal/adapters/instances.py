@@ -610,17 +610,6 @@ def _pillow():
 # COCO-style instance lists
 
 
-def _rle_counts(mask_fortran):
-    """Run lengths of a flat 0/1 array, starting with a run of zeros."""
-    v = mask_fortran.astype(np.int8)
-    change = np.flatnonzero(np.diff(v)) + 1
-    bounds = np.concatenate([[0], change, [v.size]])
-    counts = np.diff(bounds).tolist()
-    if v.size and v[0] == 1:
-        counts = [0] + counts
-    return counts
-
-
 def _rle_string(counts):
     """COCO's compressed RLE string (LEB128-like, 5 bits per char, deltas after the 3rd)."""
     out = []
@@ -663,7 +652,8 @@ def _rle_from_string(s):
     return counts
 
 
-def _decode_rle(counts, shape):
+def _checked_counts(counts, shape):
+    """The run lengths of an RLE (a list or a compressed string), checked against the shape."""
     h, w = shape
     if isinstance(counts, (str, bytes)):
         counts = _rle_from_string(counts.decode() if isinstance(counts, bytes) else counts)
@@ -680,8 +670,20 @@ def _decode_rle(counts, shape):
         raise ParameterError(f"RLE counts must be >= 0; run {k} is {int(counts[k])}")
     if counts.sum() != h * w:
         raise ParameterError(f"RLE counts sum to {int(counts.sum())}, not {h} x {w} = {h * w}")
-    vals = np.arange(counts.size) % 2
-    return np.repeat(vals, counts).astype(bool).reshape((w, h)).T
+    return counts
+
+
+def _rle_ones(counts, h):
+    """(rows, cols) of the ones of a COCO RLE (column-major runs), without a full mask."""
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    s, e = starts[1::2], ends[1::2]
+    lengths = e - s
+    if not lengths.sum():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    offsets = np.repeat(s - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    pos = np.arange(int(lengths.sum()), dtype=np.int64) + offsets
+    return pos % h, pos // h
 
 
 def to_coco(labels, *, classes=None, scores=None, image_id=0, compressed=True) -> list:
@@ -708,34 +710,62 @@ def to_coco(labels, *, classes=None, scores=None, image_id=0, compressed=True) -
         ``area``, ``bbox`` (``[x, y, width, height]``), ``iscrowd`` and, with scores,
         ``score``.
     """
+    from scipy import ndimage as ndi
+
     lab = _label_image(labels, "labels")
     h, w = lab.shape
     n = int(lab.max(initial=0))
     cls = np.ones(n + 1, np.int64) if classes is None else _class_of(classes, n, "classes")
     sc = None
     if scores is not None:
-        sc = np.asarray(scores, dtype=np.float64)
+        try:
+            sc = np.asarray(scores, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ParameterTypeError(f"`scores` must hold numbers; got {describe(scores)}") from None
         if sc.ndim != 1 or sc.shape[0] < n + 1:
             raise ParameterError(f"`scores` must be indexed by instance id (length >= {n + 1})")
+        if not np.isfinite(sc[1:n + 1]).all():
+            raise ParameterError("`scores` holds NaN or infinite scores")
     out = []
-    for k in np.unique(lab):
-        if k == 0:
+    # each object is encoded from its bounding box: linear in the pixels of the objects
+    for k0, box in enumerate(ndi.find_objects(lab)):
+        if box is None:
             continue
-        mask = lab == k
-        counts = _rle_counts(mask.T.reshape(-1))
-        rows, cols = np.nonzero(mask)
+        k = k0 + 1
+        rows, cols = np.nonzero(lab[box] == k)
+        rows, cols = rows + box[0].start, cols + box[1].start
+        pos = np.sort(cols.astype(np.int64) * h + rows)  # column-major, as COCO counts
+        counts = _rle_counts_from_positions(pos, h * w)
         ann = {
             "image_id": int(image_id), "id": int(k), "category_id": int(cls[k]),
             "segmentation": {"size": [h, w],
                              "counts": _rle_string(counts) if compressed else counts},
-            "area": int(mask.sum()),
-            "bbox": [int(cols.min()), int(rows.min()), int(cols.max() - cols.min() + 1),
-                     int(rows.max() - rows.min() + 1)],
+            "area": int(pos.size),
+            "bbox": [int(box[1].start), int(box[0].start), int(box[1].stop - box[1].start),
+                     int(box[0].stop - box[0].start)],
             "iscrowd": 0,
         }
         if sc is not None:
             ann["score"] = float(sc[k])
         out.append(ann)
+    return out
+
+
+def _rle_counts_from_positions(pos, total):
+    """COCO run lengths (zeros first) of a mask given the sorted flat positions of its ones."""
+    if pos.size == 0:
+        return [int(total)]
+    breaks = np.flatnonzero(np.diff(pos) > 1)
+    starts = np.concatenate([[pos[0]], pos[breaks + 1]])
+    ends = np.concatenate([pos[breaks] + 1, [pos[-1] + 1]])
+    zeros = starts - np.concatenate([[0], ends[:-1]])
+    ones = ends - starts
+    counts = np.empty(2 * starts.size, dtype=np.int64)
+    counts[0::2], counts[1::2] = zeros, ones
+    tail = int(total - ends[-1])
+    out = counts.tolist()
+    if tail:
+        out.append(tail)
     return out
 
 
@@ -772,7 +802,7 @@ def from_coco(annotations, shape) -> tuple[np.ndarray, np.ndarray]:
                 raise ParameterError(f"annotations[{j}]['segmentation'] is an RLE dict without "
                                      "'counts'")
             try:
-                mask = _decode_rle(seg["counts"], (h, w))
+                rr, cc = _rle_ones(_checked_counts(seg["counts"], (h, w)), h)
             except ParameterError as exc:
                 raise ParameterError(f"annotations[{j}]: {exc}") from None
         elif isinstance(seg, list):
@@ -793,7 +823,7 @@ def from_coco(annotations, shape) -> tuple[np.ndarray, np.ndarray]:
                     raise ParameterError(f"annotations[{j}]: a polygon has a NaN or infinite "
                                          "coordinate")
                 draw.polygon(xy, outline=1, fill=1)
-            mask = np.asarray(im, dtype=bool)
+            rr, cc = np.nonzero(np.asarray(im, dtype=bool))
         else:
             raise ParameterError(f"annotations[{j}]['segmentation'] must be RLE or polygons; "
                                  f"got {describe(seg)}")
@@ -801,6 +831,6 @@ def from_coco(annotations, shape) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(cat, (bool, np.bool_)) or not isinstance(cat, (int, np.integer)):
             raise ParameterError(f"annotations[{j}]['category_id'] must be an int; got "
                                  f"{describe(cat)}")
-        lab[mask] = len(classes)
+        lab[rr, cc] = len(classes)
         classes.append(int(cat))
     return lab, np.asarray(classes, dtype=np.int64)

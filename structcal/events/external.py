@@ -56,6 +56,16 @@ class ExternalKind(EventKind):
         return f"ExternalKind({self.name!r})"
 
 
+def _float_column(values, what):
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        from ..exceptions import ParameterTypeError
+
+        raise ParameterTypeError(f"{what if what.startswith('feature') else '`' + what + '`'} "
+                                 f"must hold numbers; got {describe(values)}") from None
+
+
 def external_events(item, *, kind=None, raw=None, features=None, outcome=None, label=None,
                     members=None, n_items=None, kinds=None) -> EventTable:
     """Build the event table of events an outside model produced.
@@ -120,9 +130,10 @@ def external_events(item, *, kind=None, raw=None, features=None, outcome=None, l
     code = np.array([names.index(k) for k in kind_of.tolist()], dtype=np.int64)
     columns, names_x = [], []
     if raw is not None:
-        r = np.asarray(raw, dtype=np.float64)
+        r = _float_column(raw, "raw")
         if r.shape != (n,):
-            raise ParameterError(f"`raw` must have shape ({n},); got {r.shape}")
+            raise ParameterError(f"`raw` must have shape ({n},) (one per event of `item`); "
+                                 f"got {r.shape}")
         finite = np.isfinite(r)
         if (r[finite] < 0).any() or (r[finite] > 1).any() or np.isinf(r).any():
             raise ParameterError("`raw` must hold probabilities in [0, 1] (NaN: none)")
@@ -131,9 +142,10 @@ def external_events(item, *, kind=None, raw=None, features=None, outcome=None, l
     for name, values in (features or {}).items():
         if not isinstance(name, str) or name in names_x:
             raise ParameterError(f"feature names must be distinct str; got {name!r}")
-        v = np.asarray(values, dtype=np.float64)
+        v = _float_column(values, f"feature {name!r}")
         if v.shape != (n,):
-            raise ParameterError(f"feature {name!r} must have shape ({n},); got {v.shape}")
+            raise ParameterError(f"feature {name!r} must have shape ({n},) (one per event of "
+                                 f"`item`); got {v.shape}")
         if np.isinf(v).any():
             raise ParameterError(f"feature {name!r} holds infinite values")
         columns.append(v)
@@ -157,9 +169,13 @@ def external_events(item, *, kind=None, raw=None, features=None, outcome=None, l
     out = None
     if outcome is not None:
         o = np.asarray(outcome)
-        if o.shape != (n,) or not np.isin(o, (0, 1, True, False)).all():
-            raise ParameterError(f"`outcome` must hold one 0/1 (bool) per event ({n})")
+        if o.shape != (n,) or o.dtype.kind not in "biuf" or not np.isin(o, (0, 1)).all():
+            raise ParameterError(f"`outcome` must hold one 0/1 (bool) per event of `item` "
+                                 f"({n}); got {describe(outcome)}")
         out = o.astype(bool)
+    if label is not None and np.shape(label) != (n,):
+        raise ParameterError(f"`label` must have shape ({n},) (one per event of `item`); got "
+                             f"{np.shape(label)}")
     lab = np.full(n, -1, dtype=np.int64) if label is None else as_int_array(
         np.asarray(label), "label", ndim=1, shape=(n,), low=-1)
     sizes = np.zeros(n, dtype=np.int64)

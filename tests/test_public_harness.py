@@ -1,0 +1,668 @@
+"""The public surface under one harness: every public callable is listed, and each entry
+point of the harness is called with valid arguments and then with one argument mutated at a
+time (NaN, empty, wrong length, repeated or NaN ids, wrong dtype, an extra or a transposed
+axis, out of range). The contract: a structcal error (``StructcalError``, a ``ValueError``
+or ``TypeError`` subclass) whose message names the argument, or a documented result;
+never an ``IndexError``, ``KeyError``, ``ZeroDivisionError`` or an error from NumPy or
+scikit-learn inside, and never a result computed from a misaligned array.
+
+``test_every_public_callable_is_listed`` fails for a new public name that is neither an
+entry point of this harness nor listed below with where its inputs are tested.
+"""
+
+import importlib
+import inspect
+import pkgutil
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+import structcal
+from structcal import StructcalError
+
+# where the inputs of the public callables outside the harness are tested
+FUZZED = "tests/test_fuzz_inputs.py (property-based, any arrays)"
+CLI = "tests/test_cli.py and tests/test_cli_commands.py (files and flags)"
+LOADER = "dataset loaders and demos: no data arguments (tests/test_*datasets*, test_demos.py)"
+RESULT = "a result or container built by the library, not by users"
+PENDING = "not yet in the harness: tested by its module's own tests only"
+
+OUTSIDE_THE_HARNESS = {
+    'structcal._state.register': PENDING,
+    'structcal.adapters.crfsuite.CRFsuiteModel': PENDING,
+    'structcal.adapters.crfsuite.crfsuite_potentials': PENDING,
+    'structcal.adapters.emissions.emission_potentials': PENDING,
+    'structcal.adapters.huggingface.hf_tag_names': PENDING,
+    'structcal.adapters.instances.MapObjects': RESULT,
+    'structcal.adapters.instances.read_label_image': PENDING,
+    'structcal.adapters.instances.write_label_image': PENDING,
+    'structcal.adapters.spacy_ner.EntityConfidence': PENDING,
+    'structcal.adapters.spacy_ner.SpacyEntities': PENDING,
+    'structcal.adapters.spacy_ner.make_structcal_component': PENDING,
+    'structcal.adapters.spacy_ner.spacy_entity_events': PENDING,
+    'structcal.adapters.tagging.Chunks': PENDING,
+    'structcal.adapters.tagging.TagScheme': PENDING,
+    'structcal.adapters.tagging.token_classifier_potentials': PENDING,
+    'structcal.adapters.tagging.word_scores': PENDING,
+    'structcal.calibrators.binning.BinnedMap': FUZZED,
+    'structcal.calibrators.binning.HistogramBinning': FUZZED,
+    'structcal.calibrators.cv.CrossValidatedCalibration': FUZZED,
+    'structcal.calibrators.isotonic.InterpolatedMap': FUZZED,
+    'structcal.calibrators.isotonic.IsotonicCalibration': FUZZED,
+    'structcal.calibrators.ovr.EstimatorMap': FUZZED,
+    'structcal.calibrators.ovr.NormalizedOneVsRest': FUZZED,
+    'structcal.calibrators.platt.PlattScaling': FUZZED,
+    'structcal.calibrators.platt.SigmoidMap': FUZZED,
+    'structcal.calibrators.scaling.TemperatureScaling': FUZZED,
+    'structcal.calibrators.scaling.VectorScaling': FUZZED,
+    'structcal.calibrators.spline.SplineCalib': FUZZED,
+    'structcal.calibrators.spline.SplineMap': FUZZED,
+    'structcal.calibrators.spline.compact_logit': FUZZED,
+    'structcal.calibrators.spline.compact_logit_epsilon': FUZZED,
+    'structcal.calibrators.spline.natural_spline_basis': FUZZED,
+    'structcal.cli.apply.add_parser': CLI,
+    'structcal.cli.apply.event_columns': CLI,
+    'structcal.cli.apply.run': CLI,
+    'structcal.cli.demo.add_parser': CLI,
+    'structcal.cli.demo.demo_ocr': CLI,
+    'structcal.cli.demo.run': CLI,
+    'structcal.cli.evaluate.add_parser': CLI,
+    'structcal.cli.evaluate.run': CLI,
+    'structcal.cli.fit.add_parser': CLI,
+    'structcal.cli.fit.run': CLI,
+    'structcal.cli.main': CLI,
+    'structcal.cli.warmup.add_parser': CLI,
+    'structcal.cli.warmup.run': CLI,
+    'structcal.cli.warmup.warm': CLI,
+    'structcal.crf.chain.ChainCRF': PENDING,
+    'structcal.crf.features.ImageFeatures': PENDING,
+    'structcal.crf.graph.GraphCRF': PENDING,
+    'structcal.datasets.bbbc039.BBBC039Nuclei': LOADER,
+    'structcal.datasets.bbbc039.load_bbbc039': LOADER,
+    'structcal.datasets.graphs.GraphDataset': LOADER,
+    'structcal.datasets.graphs.grid_edges': LOADER,
+    'structcal.datasets.graphs.make_superpixel_scenes': LOADER,
+    'structcal.datasets.gum.load_gum': LOADER,
+    'structcal.datasets.ocr.OCRWords': LOADER,
+    'structcal.datasets.ocr.load_ocr': LOADER,
+    'structcal.datasets.scene.SceneMultilabel': LOADER,
+    'structcal.datasets.scene.load_scene': LOADER,
+    'structcal.datasets.snakes.SnakesGrids': LOADER,
+    'structcal.datasets.snakes.load_snakes': LOADER,
+    'structcal.datasets.wnut17.NERSentences': LOADER,
+    'structcal.datasets.wnut17.load_wnut17': LOADER,
+    'structcal.datasets.wnut17.token_features': LOADER,
+    'structcal.datasets.wnut17.wnut17_tagger_path': LOADER,
+    'structcal.demos.OCRSetup': LOADER,
+    'structcal.demos.fit_letter_classifier': LOADER,
+    'structcal.demos.ocr_setup': LOADER,
+    'structcal.distributed.Partition': PENDING,
+    'structcal.distributed.apply_recalibrator': PENDING,
+    'structcal.distributed.fit_recalibrator': PENDING,
+    'structcal.distributed.read_partition': PENDING,
+    'structcal.distributed.sample_items': PENDING,
+    'structcal.distributed.write_chain_dataset': PENDING,
+    'structcal.distributed.write_graph_dataset': PENDING,
+    'structcal.events.external.ExternalKind': PENDING,
+    'structcal.events.external.object_outcomes': PENDING,
+    'structcal.events.external.span_outcomes': PENDING,
+    'structcal.events.kinds.AnyLabel': PENDING,
+    'structcal.events.kinds.EventInstances': PENDING,
+    'structcal.events.kinds.EventKind': PENDING,
+    'structcal.events.kinds.InLexicon': PENDING,
+    'structcal.events.kinds.LabelAt': PENDING,
+    'structcal.events.kinds.MAPEvent': PENDING,
+    'structcal.events.kinds.MarginalEvent': PENDING,
+    'structcal.events.kinds.Predicate': PENDING,
+    'structcal.events.kinds.SpanEquals': PENDING,
+    'structcal.events.lexicon.Lexicon': PENDING,
+    'structcal.events.nodesets.NodeSetConstraints': PENDING,
+    'structcal.events.nodesets.NodeSetKind': PENDING,
+    'structcal.events.nodesets.constraints_probability': PENDING,
+    'structcal.events.nodesets.exact_set_constraints': PENDING,
+    'structcal.events.nodesets.member_values': PENDING,
+    'structcal.events.nodesets.outer_boundary': PENDING,
+    'structcal.events.nodesets.segment_reduce': PENDING,
+    'structcal.events.objects.AllObjectsFound': PENDING,
+    'structcal.events.objects.ObjectCountCorrect': PENDING,
+    'structcal.events.objects.ObjectEvents': PENDING,
+    'structcal.events.objects.label_components': PENDING,
+    'structcal.events.objects.match_objects': PENDING,
+    'structcal.events.objects.object_table': PENDING,
+    'structcal.events.spans.AllEntitiesCorrect': PENDING,
+    'structcal.events.spans.ContainsEntity': PENDING,
+    'structcal.events.spans.EntitySpans': PENDING,
+    'structcal.events.spans.entity_table': PENDING,
+    'structcal.events.table.EventTable': PENDING,
+    'structcal.events.table.build_events': PENDING,
+    'structcal.features.Feature': PENDING,
+    'structcal.features.FeatureContext': PENDING,
+    'structcal.features.Requirement': PENDING,
+    'structcal.features.feature_names': PENDING,
+    'structcal.features.get_feature': PENDING,
+    'structcal.features.register_feature': PENDING,
+    'structcal.forecasters.KNNRegionForecaster': PENDING,
+    'structcal.forecasters.TreeRegionForecaster': PENDING,
+    'structcal.guarantees.PrecisionCertificate': RESULT,
+    'structcal.inference._dispatch.infer': FUZZED,
+    'structcal.inference._dispatch.pseudo_marginals': FUZZED,
+    'structcal.inference._dispatch.score_labelings': FUZZED,
+    'structcal.inference.chain.ChainInference': FUZZED,
+    'structcal.inference.chain.KBestResult': FUZZED,
+    'structcal.inference.chain.assignment_probability': FUZZED,
+    'structcal.inference.chain.constrained_log_partition': FUZZED,
+    'structcal.inference.chain.forward_backward': FUZZED,
+    'structcal.inference.chain.infer': FUZZED,
+    'structcal.inference.chain.kbest': FUZZED,
+    'structcal.inference.chain.log_probability': FUZZED,
+    'structcal.inference.chain.pseudo_marginals': FUZZED,
+    'structcal.inference.chain.score_labelings': FUZZED,
+    'structcal.inference.chain.viterbi': FUZZED,
+    'structcal.inference.exact.ExactResult': FUZZED,
+    'structcal.inference.exact.enumerate_model': FUZZED,
+    'structcal.inference.exact.exact_chain': FUZZED,
+    'structcal.inference.exact.exact_graph': FUZZED,
+    'structcal.inference.graph.GraphInference': FUZZED,
+    'structcal.inference.graph.SecondBest': FUZZED,
+    'structcal.inference.graph.belief_propagation': FUZZED,
+    'structcal.inference.graph.gibbs_sample': FUZZED,
+    'structcal.inference.graph.icm': FUZZED,
+    'structcal.inference.graph.infer': FUZZED,
+    'structcal.inference.graph.map_inference': FUZZED,
+    'structcal.inference.graph.max_product': FUZZED,
+    'structcal.inference.graph.mean_field': FUZZED,
+    'structcal.inference.graph.pseudo_marginals': FUZZED,
+    'structcal.inference.graph.score_labelings': FUZZED,
+    'structcal.inference.graph.second_best': FUZZED,
+    'structcal.io.SaveLoadMixin': PENDING,
+    'structcal.io.dumps': PENDING,
+    'structcal.io.inspect': PENDING,
+    'structcal.io.load': PENDING,
+    'structcal.io.loads': PENDING,
+    'structcal.io.model_paths': PENDING,
+    'structcal.io.pretrained_path': PENDING,
+    'structcal.io.read_manifest': PENDING,
+    'structcal.io.save': PENDING,
+    'structcal.items.split_events': PENDING,
+    'structcal.items.split_items': PENDING,
+    'structcal.items.to_networkx': PENDING,
+    'structcal.metrics._results.ConfidenceInterval': FUZZED,
+    'structcal.metrics._results.ReliabilityTable': FUZZED,
+    'structcal.metrics.calibration.CalibrationErrorResult': FUZZED,
+    'structcal.metrics.calibration.LocalCalibration': FUZZED,
+    'structcal.metrics.calibration.ReliabilityCurve': FUZZED,
+    'structcal.metrics.calibration.binned_calibration_error': FUZZED,
+    'structcal.metrics.calibration.calibration_error': FUZZED,
+    'structcal.metrics.calibration.debiased_calibration_error': FUZZED,
+    'structcal.metrics.calibration.kde_calibration_error': FUZZED,
+    'structcal.metrics.calibration.local_calibration_error': FUZZED,
+    'structcal.metrics.calibration.reliability_curve': FUZZED,
+    'structcal.metrics.calibration.silverman_bandwidth': FUZZED,
+    'structcal.metrics.objects.ObjectCalibration': FUZZED,
+    'structcal.metrics.objects.object_calibration': FUZZED,
+    'structcal.metrics.scores.BrierDecomposition': FUZZED,
+    'structcal.metrics.scores.LogLossDecomposition': FUZZED,
+    'structcal.metrics.scores.brier_decomposition': FUZZED,
+    'structcal.metrics.scores.log_loss_decomposition': FUZZED,
+    'structcal.online.events.recalibrate_events': PENDING,
+    'structcal.online.metrics.RunningMetrics': PENDING,
+    'structcal.online.metrics.RunningRegret': PENDING,
+    'structcal.online.metrics.check_outcomes': PENDING,
+    'structcal.online.metrics.check_probabilities': PENDING,
+    'structcal.online.metrics.running_metrics': PENDING,
+    'structcal.online.metrics.running_regret': PENDING,
+    'structcal.online.recalibrator.OnlineRecalibration': PENDING,
+    'structcal.online.recalibrator.OnlineRecalibrator': PENDING,
+    'structcal.online.recalibrator.bucket_homes': PENDING,
+    'structcal.online.recalibrator.recalibrate_online': PENDING,
+    'structcal.plotting.plot_calibration_curve': PENDING,
+    'structcal.plotting.plot_reliability_curve': PENDING,
+    'structcal.plotting.plot_report': PENDING,
+    'structcal.potentials.chain.ChainPotentials': FUZZED,
+    'structcal.potentials.graph.GraphAdjacency': FUZZED,
+    'structcal.potentials.graph.GraphPotentials': FUZZED,
+    'structcal.potentials.graph.GridLayout': FUZZED,
+    'structcal.potentials.grid.grid_coordinates': FUZZED,
+    'structcal.potentials.grid.grid_edges': FUZZED,
+    'structcal.prediction.ChainBackend': PENDING,
+    'structcal.prediction.GraphBackend': PENDING,
+    'structcal.prediction.StructuredPrediction': PENDING,
+    'structcal.prediction.register_backend': PENDING,
+    'structcal.recalibration.CalibratedEvents': RESULT,
+    'structcal.recalibration.CalibrationReport': RESULT,
+    'structcal.recalibration.EventCalibration': RESULT,
+    'structcal.recalibration.ShiftTest': RESULT,
+    'structcal.segmentation.PixelCRFSegmenter': PENDING,
+    'structcal.segmentation.contrast_weights': PENDING,
+    'structcal.segmentation.pixel_features': PENDING,
+    'structcal.segmentation.segmentation_scores': PENDING,
+    'structcal.selective.Decisions': PENDING,
+    'structcal.selective.RiskCoverageCurve': PENDING,
+    'structcal.selective.SelectiveThreshold': PENDING,
+    'structcal.selective.decide': PENDING,
+    'structcal.selective.risk_coverage_curve': PENDING,
+    'structcal.selective.selective_threshold': PENDING,
+    'structcal.selective.top_label_confidence': PENDING,
+    'structcal.shift.DensityRatio': RESULT,
+    'structcal.shift.GroupShiftResult': RESULT,
+}
+
+
+def _public_callables():
+    mods = ["structcal"] + [f"structcal.{m.name}" for m in pkgutil.iter_modules(structcal.__path__)
+                            if not m.name.startswith("_")]
+    for m in list(mods):
+        mod = importlib.import_module(m)
+        if hasattr(mod, "__path__"):
+            mods += [f"{m}.{s.name}" for s in pkgutil.iter_modules(mod.__path__)
+                     if not s.name.startswith("_")]
+    names = set()
+    for m in mods:
+        mod = importlib.import_module(m)
+        for n in getattr(mod, "__all__", None) or []:
+            obj = getattr(mod, n, None)
+            if callable(obj) and not (inspect.isclass(obj) and issubclass(obj, BaseException)):
+                names.add(f"{obj.__module__}.{obj.__qualname__}")
+    return names
+
+
+# ---------------------------------------------------------------------------------------
+# mutations of one argument
+
+
+def _nan(a):
+    a = np.array(a, dtype=np.float64, copy=True)
+    if a.size:
+        a.flat[a.size // 2] = np.nan
+    return a
+
+
+def _shorter(a):
+    a = np.asarray(a)
+    return a[:-1] if a.ndim and a.shape[0] else a
+
+
+def _longer(a):
+    a = np.asarray(a)
+    return np.concatenate([a, a[:1]]) if a.ndim and a.shape[0] else a
+
+
+def _empty(a):
+    a = np.asarray(a)
+    return a[:0] if a.ndim else a
+
+
+def _strings(a):
+    return np.asarray(a).astype(str)
+
+
+def _extra_axis(a):
+    return np.asarray(a)[:, None] if np.ndim(a) else a
+
+
+def _transposed(a):
+    a = np.asarray(a)
+    return np.moveaxis(a, -1, 0) if a.ndim >= 2 else a
+
+
+def _nan_ids(a):
+    a = np.asarray(a, dtype=np.float64).copy()
+    if a.size:
+        a[0] = np.nan
+    return a
+
+
+def _repeat_ids(a):
+    a = np.asarray(a).copy()
+    if a.shape[0] > 1:
+        a[-1] = a[0]
+    return a
+
+
+def _too_big(a):
+    return np.asarray(a, dtype=np.float64) * 2.0 + 0.5
+
+
+MUTATIONS = {
+    "array": {"nan": _nan, "shorter": _shorter, "longer": _longer, "strings": _strings,
+              "extra_axis": _extra_axis},
+    "probabilities": {"nan": _nan, "shorter": _shorter, "out_of_range": _too_big,
+                      "strings": _strings, "extra_axis": _extra_axis},
+    "ids": {"shorter": _shorter, "longer": _longer, "nan_ids": _nan_ids,
+            "extra_axis": _extra_axis},
+    "unique_ids": {"shorter": _shorter, "nan_ids": _nan_ids, "repeat": _repeat_ids},
+    "map": {"nan": _nan, "transposed": _transposed, "extra_axis": _extra_axis},
+    "scalar_probability": {"negative": lambda v: -0.25, "above_one": lambda v: 1.5,
+                           "nan": lambda v: float("nan"), "string": lambda v: "0.5"},
+    "count": {"negative": lambda v: -1, "fraction": lambda v: 2.5, "nan": lambda v: float("nan")},
+}
+
+
+@dataclass
+class Case:
+    """An entry point: ``call(**args)`` with valid ``args``; ``kinds`` says how each
+    mutable argument may be mutated; ``names`` the words an error about it may use."""
+
+    call: object
+    args: dict
+    kinds: dict
+    names: dict = field(default_factory=dict)
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+def _grouped(n=120, G=12):
+    r = _rng()
+    g = np.arange(n) % G
+    p = r.random(n)
+    y = r.random(n) < p
+    return p, y, g
+
+
+def _case_precision_guarantee():
+    from structcal.guarantees import PrecisionGuarantee
+
+    p, y, g = _grouped()
+    return Case(lambda **a: PrecisionGuarantee(0.6, 0.2).fit(a["scores"], a["outcomes"],
+                                                              groups=a["groups"],
+                                                              weights=a["weights"]),
+                {"scores": p, "outcomes": y, "groups": g, "weights": np.ones(p.size)},
+                {"scores": "probabilities", "outcomes": "array", "groups": "ids",
+                 "weights": "array"})
+
+
+def _case_miss_control():
+    from structcal.guarantees import MissControl
+
+    p, y, g = _grouped()
+    ids = np.arange(12)
+    counts = np.bincount(g[y], minlength=12) + 1
+    return Case(lambda **a: MissControl(0.3).fit(a["scores"], a["outcomes"], a["groups"],
+                                                 (a["n_gold"], counts)),
+                {"scores": p, "outcomes": y, "groups": g, "n_gold": ids},
+                {"scores": "probabilities", "outcomes": "array", "groups": "ids",
+                 "n_gold": "unique_ids"})
+
+
+def _calibrated(n_items=60):
+    from structcal.events import external_events
+    from structcal.recalibration import StructuredRecalibrator
+
+    r = _rng()
+    item = np.repeat(np.arange(n_items), 2)
+    raw = r.random(item.size)
+    t = external_events(item, kind="e", raw=raw, outcome=r.random(item.size) < raw)
+    rec = StructuredRecalibrator(shift_check=False, random_state=0).fit_events(t)
+    return rec, t
+
+
+def _case_certify_precision():
+    from structcal.guarantees import certify_precision
+
+    rec, t = _calibrated()
+    cal = rec.predict_events(t)
+    return Case(lambda **a: certify_precision(cal, 0.6, 0.2, groups=a["groups"]),
+                {"groups": np.arange(60) // 3}, {"groups": "ids"})
+
+
+def _case_betting_evalues():
+    from structcal.guarantees import betting_evalues
+
+    x = _rng().uniform(-0.5, 0.4, (30, 4))
+    return Case(lambda **a: betting_evalues(a["values"], a["upper"]),
+                {"values": x, "upper": np.full(4, 0.5)},
+                {"values": "array", "upper": "array"})
+
+
+def _case_binomial_tail():
+    from structcal.guarantees import binomial_tail_pvalue
+
+    return Case(lambda **a: binomial_tail_pvalue(a["n_errors"], a["n_accepted"],
+                                                 a["max_error_rate"]),
+                {"n_errors": 2, "n_accepted": 30, "max_error_rate": 0.1},
+                {"n_errors": "count", "max_error_rate": "scalar_probability"})
+
+
+def _case_density_ratio():
+    from structcal.shift import density_ratio
+
+    r = _rng()
+    ref, new = r.normal(size=(80, 2)), r.normal(size=(60, 2)) + 0.3
+    return Case(lambda **a: density_ratio(a["reference"], a["new"], a["groups_reference"],
+                                          a["groups_new"]),
+                {"reference": ref, "new": new, "groups_reference": np.arange(80) // 4,
+                 "groups_new": np.arange(60) // 4},
+                {"reference": "array", "new": "array", "groups_reference": "ids",
+                 "groups_new": "ids"})
+
+
+def _case_group_shift_test():
+    from structcal.shift import group_shift_test
+
+    r = _rng()
+    ref, new = r.normal(size=(80, 2)), r.normal(size=(60, 2))
+    return Case(lambda **a: group_shift_test(a["reference"], a["new"], a["groups_reference"],
+                                             a["groups_new"], n_permutations=20),
+                {"reference": ref, "new": new, "groups_reference": np.arange(80) // 4,
+                 "groups_new": np.arange(60) // 4},
+                {"reference": "array", "new": "array", "groups_reference": "ids",
+                 "groups_new": "ids"})
+
+
+def _case_external_events():
+    from structcal.events import external_events
+
+    r = _rng()
+    n = 40
+    return Case(lambda **a: external_events(a["item"], kind="e", raw=a["raw"],
+                                            outcome=a["outcome"], label=a["label"],
+                                            features={"length": a["length"]}),
+                {"item": np.arange(n) // 2, "raw": r.random(n), "outcome": r.random(n) < 0.5,
+                 "label": np.zeros(n, np.int64), "length": r.integers(1, 5, n).astype(float)},
+                {"item": "ids", "raw": "probabilities", "outcome": "array", "label": "ids",
+                 "length": "array"},
+                {"length": ("length",)})
+
+
+def _maps():
+    r = _rng()
+    maps = [np.clip(r.random((10, 12)), 0, 1) for _ in range(3)]
+    gold = [(m > 0.7).astype(np.int64) * (1 + (np.arange(12)[None, :] > 6)) for m in maps]
+    return maps, gold
+
+
+def _case_map_objects():
+    from structcal.adapters import map_objects
+
+    maps, gold = _maps()
+    return Case(lambda **a: map_objects([a["prob_map"], maps[1], maps[2]],
+                                        gold=[a["gold"], gold[1], gold[2]]),
+                {"prob_map": maps[0], "gold": gold[0]},
+                {"prob_map": "map", "gold": "map"},
+                {"prob_map": ("prob_maps[0]",), "gold": ("gold[0]",)})
+
+
+def _case_instances_from_map():
+    from structcal.adapters import instances_from_map
+
+    maps, _ = _maps()
+    return Case(lambda **a: instances_from_map(a["prob_map"], min_size=a["min_size"]),
+                {"prob_map": maps[0], "min_size": 2},
+                {"prob_map": "map", "min_size": "count"})
+
+
+def _case_from_coco():
+    from structcal.adapters import from_coco, to_coco
+
+    maps, gold = _maps()
+    anns = to_coco(gold[0])
+    counts = np.asarray(to_coco(gold[0], compressed=False)[0]["segmentation"]["counts"])
+
+    def call(**a):
+        seg = {"size": [10, 12], "counts": a["counts"].tolist()
+               if isinstance(a["counts"], np.ndarray) else a["counts"]}
+        return from_coco(anns[1:] + [{"segmentation": seg, "category_id": 1}], (10, 12))
+
+    return Case(call, {"counts": counts}, {"counts": "array"},
+                {"counts": ("annotations", "RLE", "counts")})
+
+
+def _case_to_coco():
+    from structcal.adapters import to_coco
+
+    _, gold = _maps()
+    return Case(lambda **a: to_coco(a["labels"], scores=a["scores"]),
+                {"labels": gold[0], "scores": np.array([0.0, 0.8, 0.6])},
+                {"labels": "map", "scores": "probabilities"})
+
+
+def _case_match_instances():
+    from structcal.adapters import match_instances
+
+    _, gold = _maps()
+    return Case(lambda **a: match_instances(a["labels"], a["gold"]),
+                {"labels": gold[0], "gold": gold[1]}, {"labels": "map", "gold": "map"})
+
+
+def _case_fit_events():
+    from structcal.events import external_events
+    from structcal.recalibration import StructuredRecalibrator
+
+    _, t = _calibrated()
+    return Case(lambda **a: StructuredRecalibrator(random_state=0).fit_events(
+                    t, groups=a["groups"]),
+                {"groups": np.arange(60) // 3}, {"groups": "ids"})
+
+
+def _case_predict_events():
+    rec, t = _calibrated()
+    rec.set_params(shift_check=True)
+    return Case(lambda **a: rec.predict_events(t, groups=a["groups"]),
+                {"groups": np.arange(60) // 3}, {"groups": "ids"})
+
+
+def _case_evaluate_events():
+    from structcal.recalibration import evaluate_events
+
+    _, t = _calibrated()
+    return Case(lambda **a: evaluate_events(t, {"f": a["forecast"]}, groups=a["groups"],
+                                            n_resamples=5),
+                {"forecast": np.full(t.n_events, 0.5), "groups": np.arange(60) // 3},
+                {"forecast": "probabilities", "groups": "ids"},
+                {"forecast": ("forecasts", "'f'")})
+
+
+class _Encoding:
+    def __init__(self, n):
+        self._ids = [None, 0, 1, 2, None]
+        self.encodings = [object()] * n
+        self._d = {"offset_mapping": np.array([[(0, 0), (0, 1), (2, 3), (4, 5), (0, 0)]] * n)}
+
+    def word_ids(self, i):
+        return self._ids
+
+    def get(self, k, default=None):
+        return self._d.get(k, default)
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+
+def _case_hf_potentials():
+    from structcal.adapters import hf_potentials
+
+    logits = _rng().normal(size=(3, 5, 3))
+    return Case(lambda **a: hf_potentials(_Encoding(3), a["logits"],
+                                          {0: "O", 1: "B-X", 2: "I-X"}),
+                {"logits": logits}, {"logits": "map"})
+
+
+def _case_hf_entities():
+    from structcal.adapters import hf_entities
+
+    logits = _rng().normal(size=(2, 5, 3))
+    return Case(lambda **a: hf_entities(_Encoding(2), a["logits"],
+                                        {0: "O", 1: "B-X", 2: "I-X"}),
+                {"logits": logits}, {"logits": "map"})
+
+
+CASES = {
+    "structcal.guarantees.PrecisionGuarantee": _case_precision_guarantee,
+    "structcal.guarantees.MissControl": _case_miss_control,
+    "structcal.guarantees.certify_precision": _case_certify_precision,
+    "structcal.guarantees.accept_events": _case_certify_precision,
+    "structcal.guarantees.betting_evalues": _case_betting_evalues,
+    "structcal.guarantees.binomial_tail_pvalue": _case_binomial_tail,
+    "structcal.guarantees.design_effect": _case_binomial_tail,
+    "structcal.shift.density_ratio": _case_density_ratio,
+    "structcal.shift.group_shift_test": _case_group_shift_test,
+    "structcal.events.external.external_events": _case_external_events,
+    "structcal.adapters.instances.map_objects": _case_map_objects,
+    "structcal.adapters.instances.instances_from_map": _case_instances_from_map,
+    "structcal.adapters.instances.from_coco": _case_from_coco,
+    "structcal.adapters.instances.to_coco": _case_to_coco,
+    "structcal.adapters.instances.match_instances": _case_match_instances,
+    "structcal.recalibration.StructuredRecalibrator": _case_fit_events,
+    "structcal.recalibration.StructuredRecalibrator.predict_events": _case_predict_events,
+    "structcal.recalibration.evaluate_events": _case_evaluate_events,
+    "structcal.adapters.huggingface.hf_potentials": _case_hf_potentials,
+    "structcal.adapters.huggingface.hf_entities": _case_hf_entities,
+}
+
+
+def test_every_public_callable_is_listed():
+    names = _public_callables()
+    listed = set(CASES) | set(OUTSIDE_THE_HARNESS)
+    missing = sorted(names - listed)
+    assert not missing, (f"public callables neither in the harness (CASES) nor listed in "
+                         f"OUTSIDE_THE_HARNESS: {missing}")
+    stale = sorted(n for n in OUTSIDE_THE_HARNESS if n not in names)
+    assert not stale, f"OUTSIDE_THE_HARNESS lists names that are no longer public: {stale}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_valid_call_succeeds(name):
+    case = CASES[name]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        case.call(**case.args)
+
+
+_MUTATION_LIST = sorted((name, arg, m) for name, make in CASES.items()
+                        for arg, kind in make().kinds.items() for m in MUTATIONS[kind])
+
+
+@pytest.mark.parametrize("name, arg, mutation", _MUTATION_LIST)
+def test_one_argument_mutated(name, arg, mutation):
+    case = CASES[name]()
+    kind = case.kinds[arg]
+    args = dict(case.args)
+    args[arg] = MUTATIONS[kind][mutation](args[arg])
+    words = case.names.get(arg, ()) + (arg,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            case.call(**args)
+        except StructcalError as exc:
+            assert any(w in str(exc) for w in words), (
+                f"{name}: mutating `{arg}` ({mutation}) raised a message that does not name "
+                f"it: {exc}")
+            return
+        except Exception as exc:  # noqa: BLE001
+            pytest.fail(f"{name}: mutating `{arg}` ({mutation}) raised "
+                        f"{type(exc).__name__}: {exc}")
+    # a documented result: the mutations this harness accepts without an error
+    assert (kind, mutation) in ACCEPTED or (name, arg, mutation) in ACCEPTED, (
+        f"{name}: mutating `{arg}` ({mutation}) was accepted silently")
+
+
+#: mutations with a documented result rather than an error
+ACCEPTED = {
+    # more ids than needed are refused, but NaN in values a function reads as "missing"
+    # is documented for these
+    ("structcal.events.external.external_events", "length", "nan"),  # NaN: a kind without it
+}
