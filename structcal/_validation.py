@@ -25,6 +25,7 @@ __all__ = [
     "check_option",
     "check_random_state",
     "as_ids",
+    "as_numeric",
     "as_probabilities",
     "describe",
 ]
@@ -347,3 +348,14 @@ def as_probabilities(x, name: str, *, ndim: int | None = 1, shape: tuple | None 
         raise ParameterError(f"`{name}` must hold probabilities in [0, 1]; got values in "
                              f"[{a.min():.4g}, {a.max():.4g}]")
     return a
+
+
+def as_numeric(x, name: str) -> np.ndarray:
+    """``x`` as a ``float64`` array of numbers (bool, int or float; NaN and infinities kept
+    for the caller to judge). Strings, even numeric ones, and objects are refused."""
+    arr = _to_array(x, name)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating)
+                                   or np.issubdtype(arr.dtype, np.integer)
+                                   or arr.dtype == np.bool_):
+        raise ParameterTypeError(f"`{name}` must hold numbers; got {describe(x)}")
+    return np.asarray(arr, dtype=np.float64)

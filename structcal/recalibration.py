@@ -281,11 +281,18 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
         raise ParameterTypeError("`forecasts` must be a non-empty dict of name -> array")
     arrays = {}
     for name, p in forecasts.items():
-        p = np.asarray(p, dtype=np.float64)
+        from ._validation import as_numeric
+
+        p = as_numeric(p, f"forecasts[{name!r}]")
         if p.shape != (table.n_events,):
-            raise ParameterError(f"forecasts {name!r} must have shape ({table.n_events},); got {p.shape}")
+            raise ParameterError(f"`forecasts` {name!r} must have shape ({table.n_events},) "
+                                 f"(one per event of the table); got {p.shape}")
         if np.isnan(p).any():
-            raise ParameterError(f"forecasts {name!r} contain NaN (e.g. raw probabilities of predicate events)")
+            raise ParameterError(f"`forecasts` {name!r} contain NaN (e.g. raw probabilities of "
+                                 "predicate events)")
+        if p.size and (p.min() < 0.0 or p.max() > 1.0):
+            raise ParameterError(f"`forecasts` {name!r} must be probabilities in [0, 1]; got "
+                                 f"values in [{p.min():.4g}, {p.max():.4g}]")
         arrays[name] = p
     subsets = [("pooled", np.ones(table.n_events, dtype=bool))]
     if by is not None:

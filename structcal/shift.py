@@ -65,16 +65,14 @@ def _at_most_per_group(groups, m, rng):
 
 def _two_samples(reference, new, groups_reference, groups_new):
     """Two samples as 2-d float arrays with the same columns, and their group ids."""
-    from ._validation import as_ids, describe
-    from .exceptions import ParameterError, ParameterTypeError
+    from ._validation import as_ids
+    from .exceptions import ParameterError
+
+    from ._validation import as_numeric
 
     out = []
     for name, x in (("reference", reference), ("new", new)):
-        try:
-            a = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ParameterTypeError(f"`{name}` must be an array of numbers; got "
-                                     f"{describe(x)}") from None
+        a = as_numeric(x, name)
         if a.ndim == 1:
             a = a[:, None]
         if a.ndim != 2:

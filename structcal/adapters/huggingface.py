@@ -123,6 +123,10 @@ def hf_potentials(encoding, logits, id2label, *, scheme: str = "BIO", reduce: st
     if L.ndim != 3 or L.shape[2] != len(names):
         raise ParameterError(f"`logits` must have shape (batch, n_subwords, {len(names)}); "
                              f"got {L.shape}")
+    if L.dtype.kind not in "biuf":
+        raise ParameterTypeError(f"`logits` must hold numbers; got dtype {L.dtype}")
+    if np.isnan(L).any() or np.isposinf(L).any():
+        raise ParameterError("`logits` holds NaN or +inf")
     n_enc = _n_sequences(encoding)
     if n_enc is not None and n_enc != L.shape[0]:
         raise ParameterError(f"`logits` holds {L.shape[0]} sequences but `encoding` holds "

@@ -58,7 +58,7 @@ def _as_list(x, name):
                              f"array; got {describe(x)}")
 
 
-def _label_image(lab, name, shape=None, *, instances=False):
+def _label_image(lab, name, shape=None, *, instances=False, against="its map"):
     a = np.asarray(lab)
     if instances and a.dtype == np.bool_:
         raise ParameterError(
@@ -68,7 +68,7 @@ def _label_image(lab, name, shape=None, *, instances=False):
         raise ParameterError(f"`{name}` must be a 2-d integer label image; got "
                              f"{describe(lab)}")
     if shape is not None and a.shape != shape:
-        raise ParameterError(f"`{name}` has shape {a.shape}; its map has {shape}")
+        raise ParameterError(f"`{name}` has shape {a.shape}; {against} has {shape}")
     a = a.astype(np.int64)
     if a.size and a.min() < 0:
         raise ParameterError(f"`{name}` holds negative labels (0 = no object, k > 0 = object k)")
@@ -288,7 +288,7 @@ def match_instances(labels, gold, *, classes=None, gold_classes=None, iou_thresh
     if not (0.5 <= float(iou_threshold) <= 1.0):
         raise ParameterError(f"`iou_threshold` must be in [0.5, 1]; got {iou_threshold!r}")
     lab = _label_image(labels, "labels")
-    gld = _label_image(gold, "gold", lab.shape)
+    gld = _label_image(gold, "gold", lab.shape, against="`labels`")
     n_p, n_g = int(lab.max(initial=0)), int(gld.max(initial=0))
     cls = np.ones(n_p + 1, np.int64) if classes is None else _class_of(classes, n_p, "classes")
     gcls = (np.ones(n_g + 1, np.int64) if gold_classes is None
@@ -718,10 +718,9 @@ def to_coco(labels, *, classes=None, scores=None, image_id=0, compressed=True) -
     cls = np.ones(n + 1, np.int64) if classes is None else _class_of(classes, n, "classes")
     sc = None
     if scores is not None:
-        try:
-            sc = np.asarray(scores, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ParameterTypeError(f"`scores` must hold numbers; got {describe(scores)}") from None
+        from .._validation import as_numeric
+
+        sc = as_numeric(scores, "scores")
         if sc.ndim != 1 or sc.shape[0] < n + 1:
             raise ParameterError(f"`scores` must be indexed by instance id (length >= {n + 1})")
         if not np.isfinite(sc[1:n + 1]).all():

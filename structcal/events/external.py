@@ -57,13 +57,9 @@ class ExternalKind(EventKind):
 
 
 def _float_column(values, what):
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        from ..exceptions import ParameterTypeError
+    from .._validation import as_numeric
 
-        raise ParameterTypeError(f"{what if what.startswith('feature') else '`' + what + '`'} "
-                                 f"must hold numbers; got {describe(values)}") from None
+    return as_numeric(values, what)
 
 
 def external_events(item, *, kind=None, raw=None, features=None, outcome=None, label=None,
@@ -142,7 +138,7 @@ def external_events(item, *, kind=None, raw=None, features=None, outcome=None, l
     for name, values in (features or {}).items():
         if not isinstance(name, str) or name in names_x:
             raise ParameterError(f"feature names must be distinct str; got {name!r}")
-        v = _float_column(values, f"feature {name!r}")
+        v = _float_column(values, f"features[{name!r}]")
         if v.shape != (n,):
             raise ParameterError(f"feature {name!r} must have shape ({n},) (one per event of "
                                  f"`item`); got {v.shape}")
