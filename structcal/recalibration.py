@@ -693,9 +693,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         recalibration events weighted by the density ratio of the batch to them
         (:func:`structcal.shift.density_ratio`, over all the kind's columns): isotonic
         regression of the outcome on the raw probability with those weights; where the
-        weights collapse (effective number of groups below ``MIN_EFFECTIVE_GROUPS``, or
-        the batch mostly outside the recalibration data, coverage below
-        ``MIN_COVERAGE``) the kind falls back as under ``'fallback'``, and the batch's
+        weights collapse (effective number of groups below ``MIN_EFFECTIVE_GROUPS`` or
+        ``MIN_EFFECTIVE_SHARE`` of the groups, or the batch mostly outside the
+        recalibration data, coverage below ``MIN_COVERAGE``) the kind falls back as under ``'fallback'``, and the batch's
         ``CalibratedEvents.adaptation`` says which kinds did and why. ``'fallback'``
         replaces the fitted map of the kinds whose map reads a shifted column by the simplest map whose input did not shift
         (the forecaster, which reads the features, by isotonic regression on the raw
@@ -1458,8 +1458,10 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         return out
 
     #: under ``shift_policy='adapt'``, a kind whose weighted recalibration events count
-    #: fewer effective groups than this falls back instead (the weights have collapsed)
-    MIN_EFFECTIVE_GROUPS = 20
+    #: fewer effective groups than this, or than ``MIN_EFFECTIVE_SHARE`` of its groups,
+    #: falls back instead (the weights have collapsed onto a few groups)
+    MIN_EFFECTIVE_GROUPS = 5
+    MIN_EFFECTIVE_SHARE = 0.1
     #: ... or whose batch lies mostly outside the recalibration events' support
     #: (:attr:`structcal.shift.DensityRatio.coverage` below this)
     MIN_COVERAGE = 0.5
@@ -1501,8 +1503,11 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             j = cols.index("raw")
             y = outcomes[key]
             model = None
-            ok = (dr.effective_groups >= self.MIN_EFFECTIVE_GROUPS
-                  and dr.coverage >= self.MIN_COVERAGE)
+            n_groups = int(np.unique(self.shift_groups_[key]).size) if key in getattr(
+                self, "shift_groups_", {}) else int(ref.shape[0])
+            need = max(self.MIN_EFFECTIVE_GROUPS, self.MIN_EFFECTIVE_SHARE * n_groups)
+            ok = dr.effective_groups >= need and dr.coverage >= self.MIN_COVERAGE
+            info["n_reference_groups"] = n_groups
             if ok and 0 < y.sum() < y.shape[0]:
                 from .calibrators import IsotonicCalibration
 
@@ -1510,10 +1515,10 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                     ref[:, j], y, sample_weight=dr.weights)
             if model is None:
                 info["reason"] = (
-                    f"the weights collapsed: {dr.effective_groups:.1f} effective groups "
-                    f"(at least {self.MIN_EFFECTIVE_GROUPS} needed), coverage "
-                    f"{dr.coverage:.2f} of the batch by the recalibration data (at least "
-                    f"{self.MIN_COVERAGE:g} needed)")
+                    f"the weights collapsed: {dr.effective_groups:.1f} effective groups of "
+                    f"{n_groups} (at least {need:.1f} needed), coverage {dr.coverage:.2f} of "
+                    f"the batch by the recalibration data (at least {self.MIN_COVERAGE:g} "
+                    "needed)")
                 # a map that read a shifted column and cannot be re-weighted: the simplest
                 # map whose input did not shift (isotonic of raw for a forecaster whose raw
                 # probability did not shift), else the raw probability
