@@ -120,7 +120,17 @@ def _serialise(model, metadata) -> tuple[dict, bytes]:
         "arrays": sorted(arrays),
         "arrays_sha256": hashlib.sha256(npz).hexdigest(),
     }
+    manifest["manifest_sha256"] = manifest_digest(manifest)
     return manifest, npz
+
+
+def manifest_digest(manifest: dict) -> str:
+    """SHA-256 of a manifest's content (all but ``manifest_sha256``), canonically encoded:
+    a manifest edited by hand (a fitted value changed in range) no longer matches it."""
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def save(model, path, *, metadata: dict | None = None) -> tuple[Path, Path]:
@@ -240,7 +250,7 @@ def loads(data, *, expected_class: type | None = None):
             text, npz = zf.read(_DUMP_MEMBERS[0]), zf.read(_DUMP_MEMBERS[1])
     except zipfile.BadZipFile as exc:
         raise ParameterError(f"`data` is not a structcal model archive: {exc}") from None
-    manifest = _parse_manifest(text, where)
+    manifest = _check_manifest(_parse_manifest(text, where), where)
     return _build(manifest, lambda: npz, where, expected_class, npz_where=where)
 
 
@@ -323,6 +333,27 @@ def _parse_manifest(text: bytes, where: str) -> dict:
     return manifest
 
 
+def _manifest_edited(manifest) -> bool:
+    """Whether a manifest's content differs from the SHA-256 it records (files of older
+    versions record none)."""
+    digest = manifest.get("manifest_sha256")
+    if digest is None:
+        return False
+    try:
+        return not (isinstance(digest, str) and manifest_digest(manifest) == digest)
+    except (TypeError, ValueError, RecursionError):
+        return True
+
+
+def _check_manifest(manifest, where) -> dict:
+    if _manifest_edited(manifest):
+        raise ParameterError(
+            f"{where!r} was edited after it was saved: its content no longer matches the "
+            "SHA-256 it records (manifest_sha256). Change a saved model by loading, changing "
+            "and saving it with structcal")
+    return manifest
+
+
 def load(path, *, expected_class: type | None = None):
     """Load a model saved by :func:`save` (arrays with ``allow_pickle=False``).
 
@@ -342,11 +373,12 @@ def load(path, *, expected_class: type | None = None):
     ------
     ParameterError
         The files are missing, not a structcal model, truncated or corrupted (the arrays
-        do not match the manifest's checksum), from a newer format version, or refer to
-        a class structcal does not load.
+        do not match the manifest's checksum), edited by hand (the manifest does not match
+        its own checksum), from a newer format version, or refer to a class structcal does
+        not load.
     """
     npz_path, json_path = model_paths(path)
-    manifest = read_manifest(path)
+    manifest = _check_manifest(read_manifest(path), str(json_path))
 
     def npz_bytes():
         if not npz_path.exists():
@@ -469,10 +501,12 @@ def inspect(path) -> dict:
     manifest = read_manifest(path)
     name = manifest.get("class")
     generic = "state" in manifest
+    edited = ["the manifest was edited after it was saved (its content no longer matches "
+              "manifest_sha256)"] if _manifest_edited(manifest) else []
     classes = classes_in(manifest["state"]) if generic else [name]
     known = set(ALLOWED) | set(_REGISTRY) | set(_REGISTERING_MODULES)
-    problems = [f"class {c!r} is not on the allow-list" for c in classes
-                if not c.startswith("feature:") and c not in known]
+    problems = edited + [f"class {c!r} is not on the allow-list" for c in classes
+                         if not c.startswith("feature:") and c not in known]
     version = GENERIC_FORMAT_VERSION if generic else (_registered(name) or (None, None))[1]
     if manifest.get("format_version") != version:
         problems.append(

@@ -1,6 +1,8 @@
 import json
 
 import numpy as np
+
+from ._signing import resigned
 import pytest
 
 from structcal import io
@@ -49,11 +51,11 @@ def test_bad_files(tmp_path):
     io.save(m, tmp_path / "toy")
     manifest = json.loads((tmp_path / "toy.json").read_text())
     manifest["format_version"] = 99
-    (tmp_path / "toy.json").write_text(json.dumps(manifest))
+    (tmp_path / "toy.json").write_text(json.dumps(resigned(manifest)))
     with pytest.raises(ParameterError, match="format_version 99"):
         io.load(tmp_path / "toy")
     manifest["format_version"], manifest["class"] = 3, "os.system"
-    (tmp_path / "toy.json").write_text(json.dumps(manifest))
+    (tmp_path / "toy.json").write_text(json.dumps(resigned(manifest)))
     with pytest.raises(ParameterError, match="unknown model class"):
         io.load(tmp_path / "toy")
 
@@ -99,7 +101,7 @@ def test_dumps_is_the_saved_form_as_bytes(tmp_path):
     def rezip(manifest, npz):
         out = BytesIO()
         with zipfile.ZipFile(out, "w") as zf:
-            zf.writestr("model.json", json.dumps(manifest))
+            zf.writestr("model.json", json.dumps(resigned(manifest)))
             zf.writestr("model.npz", npz)
         return out.getvalue()
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from structcal.io import manifest_digest
 from structcal import StructuredRecalibrator, io
 from structcal.events import EntitySpans, MAPEvent, MarginalEvent
 from structcal.exceptions import StructcalError
@@ -49,6 +50,7 @@ def _write(stem, manifest, arrays):
     npz = write_npz(arrays)
     manifest = dict(manifest, arrays=sorted(arrays),
                     arrays_sha256=hashlib.sha256(npz).hexdigest())
+    manifest["manifest_sha256"] = manifest_digest(manifest)
     stem.with_suffix(".npz").write_bytes(npz)
     stem.with_suffix(".json").write_text(json.dumps(manifest))
 
@@ -243,6 +245,7 @@ import json, hashlib, numpy as np, warnings
 from structcal import io
 from structcal.exceptions import StructcalError
 from structcal._npz import write_npz
+from structcal.io import manifest_digest
 from tests.test_forecast_bounds import _readme_world
 stem = {str(stem)!r}
 m = json.load(open(stem + '.json'))
@@ -252,6 +255,7 @@ k = 'model.forecasters_.map.X_fit_'
 arrays[k] = arrays[k][:, :-1].copy()
 npz = write_npz(arrays)
 m['arrays_sha256'] = hashlib.sha256(npz).hexdigest()
+m['manifest_sha256'] = manifest_digest(m)
 open({str(tmp_path / 'b.npz')!r}, 'wb').write(npz)
 json.dump(m, open({str(tmp_path / 'b.json')!r}, 'w'))
 try:

@@ -4,6 +4,8 @@ import json
 import zipfile
 
 import numpy as np
+
+from ._signing import resigned
 import pytest
 
 from structcal import io
@@ -259,18 +261,18 @@ def test_corrupted_truncated_foreign_and_newer_files_are_refused(saved, tmp_path
     js.write_text(js.read_text()[:100])                           # truncated manifest
     with pytest.raises(ParameterError, match="not a structcal model manifest"):
         io.load(saved)
-    js.write_text(json.dumps({**manifest, "format_version": 7, "structcal_version": "9.0"}))
+    js.write_text(json.dumps(resigned({**manifest, "format_version": 7, "structcal_version": "9.0"})))
     with pytest.raises(ParameterError, match="format_version 7.*newer structcal, 9.0"):
         io.load(saved)
     bad = json.loads(json.dumps(manifest))
     bad["state"]["params"]["random_state"] = {"$type": "estimator", "class": "os.system",
                                               "version": 1, "params": {}, "fitted": {}}
-    js.write_text(json.dumps(bad))
+    js.write_text(json.dumps(resigned(bad)))
     with pytest.raises(ParameterError, match="'os.system'.*not on its allow-list"):
         io.load(saved)
     bad = json.loads(json.dumps(manifest))
     bad["state"]["version"] = 2
-    js.write_text(json.dumps(bad))
+    js.write_text(json.dumps(resigned(bad)))
     with pytest.raises(ParameterError, match="state version 2.*newer structcal"):
         io.load(saved)
     (tmp_path / "foreign.json").write_text(json.dumps({"hello": 1}))
@@ -304,7 +306,7 @@ def test_inspect_lists_classes_and_arrays_without_loading(chains, saved, tmp_pat
             "MAPEvent"} <= set(audit["classes"])
     manifest = json.loads((tmp_path / "r.json").read_text())
     manifest["state"]["fitted"]["kinds_"][0]["class"] = "Evil"
-    (tmp_path / "r.json").write_text(json.dumps(manifest))
+    (tmp_path / "r.json").write_text(json.dumps(resigned(manifest)))
     assert "class 'Evil' is not on the allow-list" in io.inspect(tmp_path / "r")["problems"]
 
 
@@ -400,3 +402,31 @@ def test_every_structcal_estimator_and_event_kind_can_be_saved():
             if _state.class_key(cls) not in _state.ALLOWED and io._registered(cls.__name__) is None:
                 missing.append(f"{cls.__module__}.{cls.__name__}")
     assert missing == [], f"add to structcal._state.ALLOWED (or io.register): {missing}"
+
+
+def test_a_manifest_edited_by_hand_is_refused(tmp_path):
+    """An in-range edit of a fitted value in the JSON manifest (here a k-NN region size)
+    would load and change every forecast: the manifest's own checksum refuses it, and
+    inspect names it."""
+    from structcal.events import external_events
+    from structcal.recalibration import StructuredRecalibrator
+
+    rng = np.random.default_rng(0)
+    raw = rng.random(400)
+    t = external_events(np.arange(400), kind="e", raw=raw, features={"x": rng.normal(size=400)},
+                        outcome=rng.random(400) < raw)
+    rec = StructuredRecalibrator(method="forecaster", random_state=0).fit_events(t)
+    io.save(rec, tmp_path / "r")
+    js = tmp_path / "r.json"
+    text = js.read_text()
+    m = json.loads(text)
+    fitted = m["state"]["fitted"]["forecasters_"]["e"]["fitted"]
+    key = next(k for k in fitted if k.startswith("n_neighbors"))
+    fitted[key] = {"$type": "scalar", "dtype": "<i8", "value": 1} if isinstance(
+        fitted[key], dict) else 1
+    js.write_text(json.dumps(m))
+    with pytest.raises(ParameterError, match="edited after it was saved"):
+        io.load(tmp_path / "r")
+    assert any("edited" in p for p in io.inspect(tmp_path / "r")["problems"])
+    js.write_text(text)  # the file as saved loads
+    io.load(tmp_path / "r")

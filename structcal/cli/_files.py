@@ -351,7 +351,10 @@ def load_events_file(path, *, need_labels: bool, groups=None) -> Batch:
                 rows = list(csv.DictReader(fh))
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise InputError(f"{path}: cannot read the CSV file ({exc})") from None
-        names = list(rows[0].keys()) if rows else []
+        if not rows:
+            raise InputError(f"{path}: the events file has no rows (a header line and one row "
+                             "per event are needed)")
+        names = list(rows[0].keys())
         cols = {n: [r[n] for r in rows] for n in names}
     if "item" not in cols:
         raise InputError(f"{path}: an events file needs an `item` column; found {sorted(cols)}")
@@ -374,6 +377,10 @@ def load_events_file(path, *, need_labels: bool, groups=None) -> Batch:
     raw = numbers("raw") if "raw" in cols else None
     outcome = None
     if "outcome" in cols:
+        # booleans as pandas and pyarrow write them (True/False) are outcomes too
+        spelled = {"true": 1.0, "false": 0.0}
+        cols["outcome"] = [spelled.get(v.strip().lower(), v) if isinstance(v, str) else v
+                           for v in cols["outcome"]]
         o = numbers("outcome")
         if not np.isin(o, (0.0, 1.0)).all():
             raise InputError(f"{path}: `outcome` must be 0 or 1 on every row")

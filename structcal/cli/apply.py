@@ -211,7 +211,7 @@ def _accepted(args, rec, out):
     cal_args = argparse.Namespace(**{**vars(args), "data": args.calibration, "groups": groups})
     cal_batch = load_batch_for(rec, cal_args, need_labels=True)
     say(args, f"certifying precision {args.accept_precision:g} (delta {args.delta:g}) on "
-              f"{cal_batch.n_items} {cal_batch.structure}s of {args.calibration} ...")
+              f"{cal_batch.n_items} {cal_batch.units} of {args.calibration} ...")
     cal = calibrate(rec, cal_batch, shift_check=False)
     try:
         g = certify_precision(cal, args.accept_precision, args.delta, groups=cal_batch.groups,

@@ -144,8 +144,8 @@ def run(args) -> int:
         "crfsuite": args.crfsuite,
         "token_features": args.token_features if args.crfsuite else None,
     })
-    print(f"fitted on {batch.n_items} {batch.structure}s of {batch.path} "
-          f"({rec.n_events_fit_} events); forecasters: "
-          + ", ".join(f"{k} ({type(f).__name__})" for k, f in rec.forecasters_.items()))
+    maps = ", ".join(f"{k}: {sel['method']}" for k, sel in rec.selection_.items())
+    print(f"fitted on {batch.n_items} {batch.units} of {batch.path} "
+          f"({rec.n_events_fit_} events); maps: {maps}")
     print(f"saved {npz} and {js}")
     return 0
