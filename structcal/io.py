@@ -125,9 +125,10 @@ def _serialise(model, metadata) -> tuple[dict, bytes]:
 
 
 def manifest_digest(manifest: dict) -> str:
-    """SHA-256 of a manifest's content (all but ``manifest_sha256``), canonically encoded:
-    a manifest edited by hand (a fitted value changed in range) no longer matches it."""
-    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    """SHA-256 of a manifest's content (all but ``manifest_sha256`` and the free-form
+    ``metadata``), canonically encoded: a manifest whose fitted state was edited by hand (a
+    value changed in range) no longer matches it."""
+    body = {k: v for k, v in manifest.items() if k not in ("manifest_sha256", "metadata")}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

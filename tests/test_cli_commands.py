@@ -508,6 +508,35 @@ def test_crfsuite_conll_input(conll, capsys):
     assert "nonsense" in capsys.readouterr().err
 
 
+def test_gold_in_another_scheme_is_refused_for_every_kind(conll, capsys):
+    """IOB1 gold read as BIO: token kinds compare tags position by position, so they are
+    refused as entity kinds are, with what to do in CLI terms."""
+    d, model = conll, str(conll / "ner.crfsuite")
+    lines = (d / "recal.conll").read_text().splitlines()
+    iob1 = []
+    prev = "O"
+    for line in lines:  # BIO -> IOB1: B- only between two entities of one type
+        if "\t" in line:
+            w, t = line.split("\t")
+            if t.startswith("B-") and not (prev[2:] == t[2:] and prev != "O"):
+                t = "I-" + t[2:]
+            prev = t
+            line = f"{w}\t{t}"
+        else:
+            prev = "O"
+        iob1.append(line)
+    (d / "iob1.conll").write_text("\n".join(iob1))
+    capsys.readouterr()
+    for kinds in ("marginal", "map", "all_entities"):
+        assert main(["fit", str(d / "iob1.conll"), "--crfsuite", model, "-o", str(d / "x"),
+                     "--kinds", kinds, "-q"]) == 2
+        err = capsys.readouterr().err
+        assert "not valid BIO" in err and "--scheme" in err and "--invalid-gold conlleval" in err
+    assert main(["fit", str(d / "iob1.conll"), "--crfsuite", model, "-o", str(d / "x"),
+                 "--kinds", "marginal,entity", "--invalid-gold", "conlleval", "-q"]) == 0
+    assert io.load(d / "x").kinds_[1].invalid_gold == "conlleval"
+
+
 #: A user's own token features, in a module the tests write (``my_feats.py``).
 MY_FEATURES = '''
 def _attrs(sent, i):

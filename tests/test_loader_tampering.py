@@ -201,13 +201,13 @@ def test_fuzzed_manifests_load_correctly_or_are_refused(saved, tmp_path, data):
                 walk(v)
 
     walk(m["state"])
+    def containers(inner):  # a named function: hypothesis inspects a lambda's source
+        return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                             max_size=3)
+
     json_values = st.recursive(
         st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
-        | st.text(max_size=8),
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                    max_size=3),
-        max_leaves=6,
-    )
+        | st.text(max_size=8), containers, max_leaves=6)
     for _ in range(data.draw(st.integers(1, 3))):
         node, key = slots[data.draw(st.integers(0, len(slots) - 1))]
         node[key] = data.draw(json_values)

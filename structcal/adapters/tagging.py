@@ -394,7 +394,8 @@ class TagScheme:
             f"`{name}`: {bad.shape[0]} of {valid.shape[0]} gold sequences are not valid "
             f"{self.scheme} (the first, sequence {first}: {shown}). Gold tags in another scheme "
             f"({', '.join(others)}?) must be converted first, e.g. TagScheme(tags, "
-            f"'IOB1').convert(labels, offsets, TagScheme(tags, '{self.scheme}')); to read "
+            f"'{others[0] if self.scheme == 'BIO' else 'BIO'}').convert(labels, offsets, "
+            f"TagScheme(tags, '{self.scheme}')); to read "
             "invalid sequences by conlleval's rules instead, build the event kind with "
             "invalid_gold='conlleval'"
         )

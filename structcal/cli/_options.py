@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._files import InputError
 
 __all__ = [
-    "KINDS_HELP", "parse_kinds", "parse_features", "resolve_features", "add_inference_options",
+    "KINDS_HELP", "check_gold_scheme", "parse_kinds", "parse_features", "resolve_features", "add_inference_options",
     "inference_options",
 ]
 
@@ -36,7 +38,36 @@ def _ints(parts, spec):
         raise InputError(f"--kinds: {spec!r} needs integers (see --help)") from None
 
 
-def parse_kinds(text: str, tag_names=None, scheme: str = "BIO", lexicon=None) -> list:
+def check_gold_scheme(batch, scheme: str, invalid_gold: str = "raise") -> None:
+    """Refuse gold tags that are not valid in ``--scheme`` (for every event kind, token
+    kinds included: their outcomes compare tags position by position), in CLI terms."""
+    if batch.tag_names is None or batch.labels is None or invalid_gold == "conlleval":
+        return
+    from ..adapters import TagScheme
+    from ..exceptions import StructcalError
+
+    try:
+        tags = TagScheme(list(batch.tag_names), scheme)
+    except StructcalError:
+        return  # tag names that are not entity tags: no scheme to check
+    offsets = batch.prediction.item_offsets
+    valid = tags.is_valid(np.asarray(batch.labels), offsets)
+    if valid.all():
+        return
+    bad = np.flatnonzero(~valid)
+    first = int(bad[0])
+    shown = " ".join(tags.tag_names[t] for t in np.asarray(batch.labels)[
+        offsets[first]:offsets[first + 1]][:12])
+    others = [x for x in ("BIO", "IOB1", "BIOES", "BILOU") if x != scheme]
+    raise InputError(
+        f"{batch.path}: {bad.shape[0]} of {valid.shape[0]} gold tag sequences are not valid "
+        f"{scheme} (the first, sentence {first + 1}: {shown}). If the gold tags follow "
+        f"another scheme ({', '.join(others)}), say which with --scheme; to read invalid "
+        "sequences by conlleval's rules instead, pass --invalid-gold conlleval")
+
+
+def parse_kinds(text: str, tag_names=None, scheme: str = "BIO", lexicon=None,
+                invalid_gold: str = "raise") -> list:
     """Event kinds from ``--kinds`` (see :data:`KINDS_HELP`)."""
     from ..events import AnyLabel, LabelAt, MAPEvent, MarginalEvent, SpanEquals
     from ..exceptions import StructcalError
@@ -53,12 +84,14 @@ def parse_kinds(text: str, tag_names=None, scheme: str = "BIO", lexicon=None) ->
 
             try:
                 if name == "entity" and not args:
-                    kinds.append(EntitySpans(tag_names, scheme))
+                    kinds.append(EntitySpans(tag_names, scheme, invalid_gold=invalid_gold))
                 elif name == "contains_entity" and len(args) <= 1:
                     kinds.append(ContainsEntity(tag_names, scheme, types=args or None,
-                                                name=spec.replace(":", "=")))
+                                                name=spec.replace(":", "="),
+                                                invalid_gold=invalid_gold))
                 elif name == "all_entities" and not args:
-                    kinds.append(AllEntitiesCorrect(tag_names, scheme))
+                    kinds.append(AllEntitiesCorrect(tag_names, scheme,
+                                                    invalid_gold=invalid_gold))
                 else:
                     raise InputError(f"--kinds: bad arguments in {spec!r} (see --help)")
             except StructcalError as exc:

@@ -7,6 +7,7 @@ from ._files import CONLL_FORMAT, EVENTS_FORMAT, NPZ_FORMAT, InputError
 from ._model import describe, read_input
 from ._options import (
     KINDS_HELP,
+    check_gold_scheme,
     inference_options,
     parse_features,
     parse_kinds,
@@ -61,7 +62,12 @@ def add_parser(sub) -> None:
     p.add_argument("--alphabet", default=None,
                    help="one character per label (label 0 first), to read --lexicon words")
     p.add_argument("--scheme", default="BIO",
-                   help="tag scheme of entity event kinds (BIO, IOB1, BIOES, BILOU; default BIO)")
+                   help="tag scheme of the tags (BIO, IOB1, BIOES, BILOU; default BIO): entity "
+                        "kinds read chunks by it, and gold tags must be valid in it")
+    p.add_argument("--invalid-gold", default="raise", choices=("raise", "conlleval"),
+                   help="gold tag sequences invalid in --scheme: refuse them (raise, the "
+                        "default) or read them by conlleval's rules (an I- tag after O or "
+                        "another type starts an entity)")
     finish_parser(p, run)
 
 
@@ -107,7 +113,8 @@ def run(args) -> int:
     if args.alphabet is not None and len(args.alphabet) != K:
         raise InputError(f"--alphabet has {len(args.alphabet)} characters; the data has K = {K} labels")
     lexicon = None if args.lexicon is None else read_lexicon(args.lexicon, K, args.alphabet)
-    kinds = parse_kinds(args.kinds, batch.tag_names, args.scheme, lexicon)
+    check_gold_scheme(batch, args.scheme, args.invalid_gold)
+    kinds = parse_kinds(args.kinds, batch.tag_names, args.scheme, lexicon, args.invalid_gold)
     forecaster = {
         "default": None,
         "knn": KNNRegionForecaster(random_state=args.random_state),
