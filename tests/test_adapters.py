@@ -1,6 +1,7 @@
 """Adapters: CRFsuite models (exact weights), emission + transition CRFs, token classifiers."""
 
 import itertools
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -17,6 +18,7 @@ from structcal.adapters import (
     word_scores,
 )
 from structcal.datasets import load_wnut17, token_features
+from structcal.exceptions import UnknownAttributeWarning
 from structcal.inference.chain import score_labelings
 from structcal.inference.exact import exact_chain
 from structcal.prediction import StructuredPrediction
@@ -190,7 +192,9 @@ def test_list_values_take_the_grouped_path_with_crfsuite_semantics(crfsuite_mode
                 items.append(items[0])  # repeated: weight 2
             sent.append({"bias": 1.0, "lower": str(rng.choice(["the", "a", "@x"])), "c3": items})
         sents.append(sent)
-    A, _ = m.attribute_matrix(sents)
+    with warnings.catch_warnings():  # three of the model's feature names, on purpose
+        warnings.simplefilter("ignore", UnknownAttributeWarning)
+        A, _ = m.attribute_matrix(sents)
     tokens = [tok for s in sents for tok in s]
     for row, tok in enumerate(tokens):
         want = Counter({"bias": 1.0, "lower:" + tok["lower"]: 1.0})
@@ -202,7 +206,9 @@ def test_list_values_take_the_grouped_path_with_crfsuite_semantics(crfsuite_mode
     # ... as in CRFsuite's own scores (ItemSequence.items() shows it once, the tagger sums)
     tagger = pycrfsuite.Tagger()
     tagger.open(str(crfsuite_model))
-    pred = StructuredPrediction(m.potentials(sents))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnknownAttributeWarning)
+        pred = StructuredPrediction(m.potentials(sents))
     for i, sent in enumerate(sents[:10]):
         tagger.set(sent)
         want = np.array([[tagger.marginal(lab, t) for lab in m.labels] for t in range(len(sent))])
@@ -462,3 +468,33 @@ def test_state_weight_matrix_is_sparse_and_doctest():
         assert doctest.testmod(m, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
     m = CRFsuiteModel(["O"], ["a"], np.ones((1, 1)), np.zeros((1, 1)))
     assert sp.issparse(m.state_weights)
+
+
+def test_features_of_another_model_warn_even_when_each_token_matches_one_attribute(tmp_path):
+    """A model trained on the sklearn-crfsuite tutorial's features, given the default token
+    features: every token still matches 'bias', so no token is blank, but the tokens use
+    one of the model's feature names. The warning names the features it needs."""
+    pycrfsuite = pytest.importorskip("pycrfsuite")
+    from structcal.adapters import CRFsuiteModel
+    from structcal.datasets import load_wnut17, token_features
+    from structcal.exceptions import UnknownAttributeWarning
+
+    def tutorial(sent):
+        return [{"bias": 1.0, "word.lower()": w.lower(), "word[-3:]": w[-3:],
+                 "word.isupper()": w.isupper(), "word.istitle()": w.istitle(),
+                 "word.isdigit()": w.isdigit()} for w in sent]
+
+    train = load_wnut17("train").subset(np.arange(200))
+    trainer = pycrfsuite.Trainer(verbose=False)
+    for s, t in zip(train.sentences, train.tag_strings):
+        trainer.append(tutorial(s), t)
+    trainer.set_params({"max_iterations": 10})
+    trainer.train(str(tmp_path / "m.crfsuite"))
+    model = CRFsuiteModel.from_file(tmp_path / "m.crfsuite")
+    dev = load_wnut17("dev").subset(np.arange(150))
+    with pytest.warns(UnknownAttributeWarning, match=r"1 of the model's \d+ feature names.*"
+                                                     r"--token-features"):
+        model.potentials(token_features(dev.sentences))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownAttributeWarning)
+        model.potentials([tutorial(s) for s in dev.sentences])

@@ -421,7 +421,7 @@ class CRFsuiteModel:
         if A is None:  # flatten as python-crfsuite does
             flat = [_flatten(tok) for tok in tokens]  # names -> numeric values
             A = _fast_matrix(flat, vocab, len(self.attributes))
-        _warn_unknown_attributes(A)
+        _warn_unknown_attributes(A, self.attributes)
         return A, lengths
 
     def unary(self, X) -> tuple[np.ndarray, np.ndarray]:
@@ -460,8 +460,21 @@ class CRFsuiteModel:
 UNKNOWN_TOKEN_SHARE = 0.5
 
 
-def _warn_unknown_attributes(A):
-    """Warn when most tokens match no attribute of the model (features of another model)."""
+#: Below this share of the model's feature names (the part of an attribute before its
+#: first ``:``) ever seen in a batch of at least ``FEATURE_NAME_MIN_TOKENS`` tokens,
+#: :meth:`CRFsuiteModel.attribute_matrix` warns: the tokens carry other features than the
+#: model's, even if each still matches one attribute (a ``bias`` every extractor has).
+SEEN_FEATURE_NAME_SHARE = 0.2
+FEATURE_NAME_MIN_TOKENS = 200
+
+
+def _feature_name(attribute: str) -> str:
+    return attribute.split(":", 1)[0]
+
+
+def _warn_unknown_attributes(A, attributes=None):
+    """Warn when most tokens match no attribute of the model, or when the batch uses few of
+    the model's feature names (features of another model)."""
     import warnings
 
     from ..exceptions import UnknownAttributeWarning
@@ -475,6 +488,25 @@ def _warn_unknown_attributes(A):
             f"{blank} of {n} tokens ({100 * blank / n:.0f}%) match no attribute of the model: "
             "their state scores are all zero, so the tagger sees nothing of them. Are these the "
             "features the model was trained on (same feature function, same names)?",
+            UnknownAttributeWarning, stacklevel=4,
+        )
+        return
+    if attributes is None or n < FEATURE_NAME_MIN_TOKENS:
+        return
+    names = np.asarray([_feature_name(a) for a in attributes], dtype=object)
+    families, code = np.unique(names, return_inverse=True)
+    if families.shape[0] < 5:
+        return
+    seen = np.zeros(families.shape[0], dtype=bool)
+    seen[code[np.unique(A.indices)]] = True
+    if seen.mean() < SEEN_FEATURE_NAME_SHARE:
+        weight = np.bincount(code, minlength=families.shape[0])
+        top = [str(f) for f in families[np.argsort(-weight)][:6]]
+        shown = [str(f) for f in families[seen][:4]]
+        warnings.warn(
+            f"the tokens use {int(seen.sum())} of the model's {families.shape[0]} feature names "
+            f"({shown}): the model was trained on other features, such as {top}. Give the "
+            "feature function it was trained on (in the CLI, --token-features MODULE:FUNCTION)",
             UnknownAttributeWarning, stacklevel=4,
         )
 
