@@ -105,16 +105,28 @@ def test_precision_guarantee_holds_over_calibration_draws(group_effect):
 
 def test_too_few_groups_are_refused_with_the_reason():
     """A group multiplies the evidence by at most ~1/target: 15 all-right groups cannot
-    certify 0.9 at delta 0.1 (the bound needs about 22), whatever their size."""
+    certify 0.9 at delta 0.1 (the bound needs 27), whatever their size."""
     g = np.repeat(np.arange(15), 50)
     p = np.full(g.size, 0.97)
     y = np.ones(g.size, dtype=bool)
-    with pytest.warns(GuaranteeWarning, match=r"only 15 of its 15 calibration groups.*about 23"):
+    with pytest.warns(GuaranteeWarning, match=r"only 15 of its 15 calibration groups.*from 27 groups on"):
         pg = PrecisionGuarantee(0.9, 0.1).fit(p, y, groups=g)
     assert pg.thresholds_[0] == np.inf and pg.certificates_[0].n_groups == 15
     g = np.repeat(np.arange(40), 50)  # 40 all-right groups: certified
     pg = PrecisionGuarantee(0.9, 0.1).fit(np.full(g.size, 0.97), np.ones(g.size, bool), groups=g)
     assert pg.thresholds_[0] <= 0.97
+    # the bound is tight: groups_needed groups certify, one fewer does not
+    from structcal.guarantees import groups_needed
+
+    for target in (0.8, 0.9):
+        k = groups_needed(target, 0.1)
+        for G, ok in ((k, True), (k - 1, False)):
+            g = np.repeat(np.arange(G), 3)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", GuaranteeWarning)
+                pg = PrecisionGuarantee(target, 0.1).fit(np.full(g.size, 0.99),
+                                                         np.ones(g.size, bool), groups=g)
+            assert pg.certificates_[0].certified == ok, (target, G)
 
 
 def test_weighted_certificate_follows_a_covariate_shift():

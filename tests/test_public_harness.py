@@ -427,6 +427,14 @@ def _case_binomial_tail():
                 {"n_errors": "count", "max_error_rate": "scalar_probability"})
 
 
+def _case_groups_needed():
+    from structcal.guarantees import groups_needed
+
+    return Case(lambda **a: groups_needed(a["target"], a["delta"]),
+                {"target": 0.9, "delta": 0.1},
+                {"target": "scalar_probability", "delta": "scalar_probability"})
+
+
 def _case_density_ratio():
     from structcal.shift import density_ratio
 
@@ -600,6 +608,7 @@ CASES = {
     "structcal.guarantees.betting_evalues": _case_betting_evalues,
     "structcal.guarantees.binomial_tail_pvalue": _case_binomial_tail,
     "structcal.guarantees.design_effect": _case_binomial_tail,
+    "structcal.guarantees.groups_needed": _case_groups_needed,
     "structcal.shift.density_ratio": _case_density_ratio,
     "structcal.shift.group_shift_test": _case_group_shift_test,
     "structcal.events.external.external_events": _case_external_events,
