@@ -542,8 +542,10 @@ def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="ki
         events: each calibration event is weighted by the density ratio of the batch to
         the calibration events at its columns (:func:`structcal.shift.density_ratio`), so
         that the certificate holds for data like the batch (see
-        :class:`PrecisionGuarantee`, *Under shift*). :func:`accept_events` on a batch the
-        recalibrator flagged as shifted requires it.
+        :class:`PrecisionGuarantee`, *Under shift*); where the batch's kinds fell back to
+        other maps, the calibration events are forecast by those maps too
+        (``CalibratedEvents.maps``). :func:`accept_events` on a batch the recalibrator
+        flagged as shifted requires it.
     batch_groups : array-like of shape (n_batch_inputs,), optional
         Group of each input of ``batch``.
 
@@ -565,10 +567,18 @@ def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="ki
         )
     classes = _event_classes(t, by)
     item_group = _item_group_ids(groups, t, "groups")
-    weights = None
+    weights, forecast = None, calibrated.forecast
     if batch is not None:
         weights, info = _batch_weights(calibrated, item_group, batch, batch_groups)
-    pg = PrecisionGuarantee(target, delta).fit(calibrated.forecast, t.outcome,
+        if getattr(batch, "fallback", None):
+            if getattr(batch, "maps", None) is None:
+                raise ParameterError(
+                    "the batch's kinds fell back to other maps, and it does not carry them: "
+                    "predict it with StructuredRecalibrator.predict or predict_events")
+            # the batch's kinds that fell back are forecast by other maps than the
+            # calibration events were: forecast these by the batch's maps too
+            forecast = batch.maps(t)
+    pg = PrecisionGuarantee(target, delta).fit(forecast, t.outcome,
                                                groups=item_group[t.item], classes=classes,
                                                weights=weights)
     pg.by_ = by
@@ -652,11 +662,11 @@ def accept_events(guarantee, calibrated, *, by=None) -> np.ndarray:
     """
     by = by or getattr(guarantee, "by_", "kind")
     accepted = guarantee.accept(calibrated.forecast, _event_classes(calibrated.table, by))
-    void = set(getattr(calibrated, "fallback", None) or {})
-    shifted = set(getattr(calibrated, "shifted", None) or ())
     weighted_here = getattr(guarantee, "batch_", None) == _fingerprint(calibrated)
+    void = set()
     if not weighted_here:
-        void |= shifted
+        void = set(getattr(calibrated, "fallback", None) or {}) | set(
+            getattr(calibrated, "shifted", None) or ())
     if void:
         names = np.asarray(calibrated.table.kind_names, dtype=object)[calibrated.table.kind]
         accepted &= ~np.isin(names, list(void))

@@ -13,8 +13,10 @@ and per group, with the calibration-curve data of each.
 
 from __future__ import annotations
 
+import functools
+
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -65,6 +67,9 @@ class CalibratedEvents:
     shifted : tuple of str
         The kinds the shift test flagged in this batch (any column: raw probability or
         feature).
+    maps : callable, optional
+        ``maps(table)``: forecasts of other events by the maps this batch was forecast
+        with (the fitted maps, or those the shift decision put in their place).
     adaptation : dict of str to dict
         For each kind the shift test flagged under ``shift_policy='adapt'``: ``map``
         (what its forecasts come from), ``effective_sample_size`` and
@@ -78,6 +83,7 @@ class CalibratedEvents:
     fallback: dict = None
     shifted: tuple = ()
     adaptation: dict = None
+    maps: object = field(default=None, repr=False, compare=False)
 
     def for_kind(self, name: str) -> np.ndarray:
         """Calibrated probabilities of the events of one kind, in table order."""
@@ -1376,12 +1382,28 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             if np.unique(event_group).size >= self._SHIFT_MIN_GROUPS:
                 rows_by_key = self._shift_rows(table, event_group)
                 test = self._shift_test_rows(rows_by_key)
-        forecast = np.empty(table.n_events)
-        batch = {}  # kind -> (its rows, its raw probabilities or None)
-        for key, sel in self.selection_.items():
+        batch = self._batch_rows(table)
+        has_raw = {k: r is not None for k, (_, r) in batch.items()}
+        fallback, adapted = self._shift_decision(test, rows_by_key, has_raw)
+        forecast = self._forecast_table(table, fallback, adapted, batch)
+        if test is not None:
+            self._warn_if_shifted(test, fallback, adapted)
+        shifted = tuple(sorted({k for k, _, _, _ in test.flagged()})) if test is not None else ()
+        # the same maps for other events (a certificate for this batch re-forecasts its
+        # calibration events with them: structcal.guarantees.certify_precision(batch=))
+        maps = functools.partial(self._forecast_table, fallback=dict(fallback),
+                                 adapted=dict(adapted))
+        return CalibratedEvents(table, forecast, fallback, shifted,
+                                {k: info for k, (_, info) in adapted.items()}, maps)
+
+    def _batch_rows(self, table) -> dict:
+        """Each kind of the table: ``(its rows, its raw probabilities or None)``, the
+        feature columns checked against fit's."""
+        batch = {}
+        for key in self.selection_:
             if key != "pooled" and key not in table.kind_names:
                 continue  # no events of this kind in the batch
-            X, names = self._design(table, key)
+            _, names = self._design(table, key)
             if names != self.feature_names_[key]:
                 seen = self.feature_names_[key]
                 missing = [c for c in seen if c not in names]
@@ -1395,25 +1417,28 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             rows = self._rows(table, key)
             if not rows.any():  # no events of this kind in the batch: nothing to forecast
                 continue
-            r = self._raw(table, rows)
-            batch[key] = rows, r
-            if sel["method"] == "forecaster":
-                forecast[rows] = _positive_column(self.forecasters_[key], X)
+            batch[key] = rows, self._raw(table, rows)
+        return batch
+
+    def _forecast_table(self, table, fallback, adapted, batch=None) -> np.ndarray:
+        """Forecasts of a table's events by the fitted maps, or for the kinds in
+        ``fallback`` by the map used instead (see :meth:`_shift_decision`)."""
+        batch = self._batch_rows(table) if batch is None else batch
+        forecast = np.empty(table.n_events)
+        for key, (rows, r) in batch.items():
+            if key in fallback:
+                forecast[rows] = self._fallback_forecast(key, fallback[key], r, adapted)
+                continue
+            method = self.selection_[key]["method"]
+            if method == "forecaster":
+                X, _ = self._design(table, key)
+                f = _positive_column(self.forecasters_[key], X)
             elif r is None:
                 raise ParameterError(f"the events of {key!r} have no raw probability to recalibrate")
             else:
-                forecast[rows] = (r if sel["method"] == "raw"
-                                  else _positive_column(self.forecasters_[key], r))
-        has_raw = {k: r is not None for k, (_, r) in batch.items()}
-        fallback, adapted = self._shift_decision(test, rows_by_key, has_raw)
-        for key, (rows, r) in batch.items():
-            forecast[rows] = (self._fallback_forecast(key, fallback[key], r, adapted)
-                              if key in fallback else np.clip(forecast[rows], *self._bounds(key)))
-        if test is not None:
-            self._warn_if_shifted(test, fallback, adapted)
-        shifted = tuple(sorted({k for k, _, _, _ in test.flagged()})) if test is not None else ()
-        return CalibratedEvents(table, forecast, fallback, shifted,
-                                {k: info for k, (_, info) in adapted.items()})
+                f = r if method == "raw" else _positive_column(self.forecasters_[key], r)
+            forecast[rows] = np.clip(f, *self._bounds(key))
+        return forecast
 
     def _bounds(self, key) -> tuple:
         """The clip bounds of the forecasts of a kind (never exactly 0 or 1)."""

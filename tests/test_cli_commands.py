@@ -870,6 +870,34 @@ def test_apply_accept_precision_writes_accepted_and_prints_the_threshold(work, t
     assert "needs --calibration" in capsys.readouterr().err
 
 
+def test_accept_precision_on_a_shifted_batch_weights_the_certificate(tmp_path, capsys):
+    """Events whose feature shifts between the calibration file and the new batch: the
+    apply command certifies with weights toward the batch and says so."""
+    rng = np.random.default_rng(3)
+
+    def events(path, n, x_mean, with_outcome=True):
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["item", "kind", "raw", "feature.x"] + (["outcome"] if with_outcome else []))
+            for i in range(n):
+                raw, x = rng.random(), rng.normal(x_mean, 1.0)
+                p = 1 / (1 + np.exp(-(np.log(raw / (1 - raw)) + x)))
+                w.writerow([f"i{i}", "e", raw, x] + ([int(rng.random() < p)] if with_outcome else []))
+
+    events(tmp_path / "fit.csv", 3000, 0.0)
+    events(tmp_path / "cal.csv", 3000, 0.0)
+    events(tmp_path / "new.csv", 1500, 1.0, with_outcome=False)
+    assert main(["fit", str(tmp_path / "fit.csv"), "-o", str(tmp_path / "rec"), "-q"]) == 0
+    assert main(["apply", str(tmp_path / "rec"), str(tmp_path / "new.csv"), "-o",
+                 str(tmp_path / "a.csv"), "--accept-precision", "0.8",
+                 "--calibration", str(tmp_path / "cal.csv")]) == 0
+    cap = capsys.readouterr()
+    assert "weighted toward it" in cap.err and "accept e:" in cap.out
+    with open(tmp_path / "a.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert any(r["accepted"] == "1" for r in rows)
+
+
 def test_events_of_an_outside_model_fit_apply_evaluate(tmp_path, capsys):
     rng = np.random.default_rng(0)
     rows = []

@@ -199,8 +199,12 @@ def write_parquet(cols, path) -> None:
     pq.write_table(table, path)
 
 
-def _accepted(args, rec, out):
-    """Certify the threshold on ``--calibration`` and return the accepted events (0/1)."""
+def _accepted(args, rec, out, new_groups=None):
+    """Certify the threshold on ``--calibration`` and return the accepted events (0/1).
+
+    When the shift test flags kinds of the new batch, the certificate is weighted toward
+    the batch (``certify_precision(..., batch=)``): only then are their events accepted.
+    """
     import argparse
 
     from ..exceptions import StructcalError
@@ -214,8 +218,13 @@ def _accepted(args, rec, out):
               f"{cal_batch.n_items} {cal_batch.units} of {args.calibration} ...")
     cal = calibrate(rec, cal_batch, shift_check=False)
     try:
+        shifted = bool(getattr(out, "shifted", ()))
+        if shifted:
+            say(args, f"the shift test flagged {list(out.shifted)} in the new batch: the "
+                      "certificate is weighted toward it")
         g = certify_precision(cal, args.accept_precision, args.delta, groups=cal_batch.groups,
-                              by=args.accept_by)
+                              by=args.accept_by, batch=out if shifted else None,
+                              batch_groups=new_groups if shifted else None)
     except StructcalError as exc:
         raise InputError(f"--accept-precision: {exc}") from None
     for key, c in g.certificates_.items():
@@ -225,7 +234,8 @@ def _accepted(args, rec, out):
                   f"{c.accepted_share:.1%} of the calibration events accepted)")
         else:
             print(f"accept {key}: none (precision {args.accept_precision:g} cannot be "
-                  f"certified from {c.n_calibration} calibration events)")
+                  f"certified from {c.n_calibration} calibration events in {c.n_groups} "
+                  "groups)")
     return accept_events(g, out).astype(np.int64)
 
 
@@ -254,7 +264,7 @@ def run(args) -> int:
     if batch.item_ids is not None:  # an events file: its own item ids
         cols["item"] = batch.item_ids[out.table.item].astype(object)
     if args.accept_precision is not None:
-        cols["accepted"] = _accepted(args, rec, out)
+        cols["accepted"] = _accepted(args, rec, out, batch.groups)
     say(args, f"writing {len(cols['item'])} events to {args.output} ...")
     with atomic_path(args.output) as tmp:
         (write_csv if fmt == "csv" else write_parquet)(cols, tmp)
