@@ -31,14 +31,20 @@ def shift():
     if d is None:
         return _missing("shift_study.json", "python benchmarks/shift_study.py --rules "
                         "--out benchmarks/results/shift_study.json")
-    rows = ["| source -> target / kind | default chose | default - raw (Brier x100) | 95% interval | isotonic - raw | not worse than raw |",
-            "|---|---|---|---|---|---|"]
+    adapt = all("adapt" in r for r in d["shift"].values())
+    rows = ["| source -> target / kind | default chose | default - raw (Brier x100) | 95% interval | isotonic - raw | not worse than raw |"
+            + (" fitted map - raw | adapt - raw | adapt's 95% interval |" if adapt else ""),
+            "|---|---|---|---|---|---|" + ("---|---|---|" if adapt else "")]
     for k, r in d["shift"].items():
         chose = r["default_chose"] + (f" (fell back to {r['default_fell_back_to']})"
                                       if r.get("default_fell_back_to") else "")
-        rows.append(f"| {k} | {chose} | {r['default']['minus_raw_x100']:+.3f} | "
-                    f"{_ci(r['default']['interval_x100'])} | {r['isotonic']['minus_raw_x100']:+.3f} "
-                    f"| {'yes' if r['target_met'] else '**no**'} |")
+        row = (f"| {k} | {chose} | {r['default']['minus_raw_x100']:+.3f} | "
+               f"{_ci(r['default']['interval_x100'])} | {r['isotonic']['minus_raw_x100']:+.3f} "
+               f"| {'yes' if r['target_met'] else '**no**'} |")
+        if adapt:
+            row += (f" {r['fitted']['minus_raw_x100']:+.3f} | {r['adapt']['minus_raw_x100']:+.3f} "
+                    f"| {_ci(r['adapt']['interval_x100'])} |")
+        rows.append(row)
     rows += ["", "| in distribution (grouped cross-fit) / kind | isotonic gain | default gain | share kept | target met |",
              "|---|---|---|---|---|"]
     for k, r in d["in_distribution"].items():
@@ -54,8 +60,14 @@ def shift():
     t = d["targets"]
     rows += ["", f"Default not worse than raw on {t['shift_pairs_not_worse_than_raw']} of "
              f"{t['shift_pairs']} shift settings; in distribution the target is met on "
-             f"{t['in_distribution_met']} of {t['in_distribution_settings']}. Command: "
-             f"`{d['command']}` ({d['seconds'] / 60:.1f} minutes)."]
+             f"{t['in_distribution_met']} of {t['in_distribution_settings']}."]
+    if "adapt_not_worse_than_raw" in t:
+        rows[-1] += (f" `shift_policy='adapt'`: not worse than raw on "
+                     f"{t['adapt_not_worse_than_raw']} of {t['shift_pairs']}; where the fitted "
+                     f"map beats raw ({t['fitted_beats_raw']} settings) it keeps at least half "
+                     f"of that gain in {t['adapt_keeps_half_of_fitted_gain']}, the default in "
+                     f"{t['default_keeps_half_of_fitted_gain']}.")
+    rows[-1] += f" Command: `{d['command']}` ({d['seconds'] / 60:.1f} minutes)."
     return "\n".join(rows) + "\n"
 
 
