@@ -251,7 +251,7 @@ def loads(data, *, expected_class: type | None = None):
             text, npz = zf.read(_DUMP_MEMBERS[0]), zf.read(_DUMP_MEMBERS[1])
     except zipfile.BadZipFile as exc:
         raise ParameterError(f"`data` is not a structcal model archive: {exc}") from None
-    manifest = _check_manifest(_parse_manifest(text, where), where)
+    manifest = _parse_manifest(text, where)
     return _build(manifest, lambda: npz, where, expected_class, npz_where=where)
 
 
@@ -379,7 +379,7 @@ def load(path, *, expected_class: type | None = None):
         not load.
     """
     npz_path, json_path = model_paths(path)
-    manifest = _check_manifest(read_manifest(path), str(json_path))
+    manifest = read_manifest(path)
 
     def npz_bytes():
         if not npz_path.exists():
@@ -441,6 +441,9 @@ def _build_unchecked(manifest, npz_bytes, where, expected_class, *, npz_where):
         actual = allowed_class(name) if generic else cls
         if not issubclass(actual, expected_class):
             raise ParameterError(f"{where!r} holds a {name}, not a {expected_class.__name__}")
+    # after the version and the class: a file of a newer structcal, or of another model,
+    # is named as such rather than as edited
+    _check_manifest(manifest, where)
     arrays = _read_arrays(npz_bytes(), manifest, where, npz_where)
     if generic:
         from ._state import decode
