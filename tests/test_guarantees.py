@@ -14,7 +14,6 @@ from structcal.guarantees import (
     PrecisionGuarantee,
     betting_evalues,
     binomial_tail_pvalue,
-    certify_precision,
     design_effect,
 )
 

@@ -539,7 +539,6 @@ def _case_match_instances():
 
 
 def _case_fit_events():
-    from structcal.events import external_events
     from structcal.recalibration import StructuredRecalibrator
 
     _, t = _calibrated()
