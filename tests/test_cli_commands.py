@@ -981,3 +981,13 @@ def test_warmup_fills_the_cache_for_later_processes(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "structcal", "warmup", "nothing"], env=env,
                          capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_npz_groups_with_nan_ids_are_named(tmp_path, capsys):
+    g = np.arange(60) // 6.0
+    g[4] = np.nan
+    _chains(tmp_path / "g.npz", 60, 5, groups=g)
+    assert main(["fit", str(tmp_path / "g.npz"), "-o", str(tmp_path / "r"), "-q"]) == 2
+    assert "`groups` holds NaN or infinite ids (1 of 60)" in capsys.readouterr().err
+    _chains(tmp_path / "h.npz", 60, 5, groups=np.arange(60) // 6.0)  # whole floats: ids
+    assert main(["fit", str(tmp_path / "h.npz"), "-o", str(tmp_path / "r"), "-q"]) == 0

@@ -404,3 +404,21 @@ def test_from_coco_refuses_bad_categories_and_polygons():
     pytest.importorskip("PIL")
     with pytest.raises(ParameterError, match="NaN"):
         from_coco([{"segmentation": [[0, 0, 3, float("nan"), 3, 3]], "category_id": 1}], (4, 4))
+
+
+def test_float_label_images_are_read_when_whole_and_named_otherwise(tmp_path):
+    from structcal.adapters import read_label_image
+
+    lab = np.zeros((4, 5))
+    lab[1:3, 1:3] = 2.0
+    np.save(tmp_path / "ok.npy", lab)
+    assert read_label_image(tmp_path / "ok.npy").max() == 2
+    np.save(tmp_path / "bad.npy", lab + 0.5)
+    with pytest.raises(ParameterError, match="not whole numbers"):
+        read_label_image(tmp_path / "bad.npy")
+    Image = pytest.importorskip("PIL.Image")
+    Image.fromarray(lab.astype(np.float32)).save(tmp_path / "f.tif")  # single-channel float
+    np.testing.assert_array_equal(read_label_image(tmp_path / "f.tif"), lab.astype(np.int64))
+    Image.fromarray((lab + 0.5).astype(np.float32)).save(tmp_path / "g.tif")
+    with pytest.raises(ParameterError, match="not whole numbers"):
+        read_label_image(tmp_path / "g.tif")

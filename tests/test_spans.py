@@ -342,3 +342,11 @@ def test_gold_in_another_scheme_is_refused():
                  features=["raw"])
     with pytest.raises(ParameterError, match="invalid_gold"):
         EntitySpans(bio, invalid_gold="ignore")
+
+
+def test_bio_tag_names_are_refused_as_bioes_or_bilou():
+    with pytest.raises(ParameterError, match="pass scheme='BIO'"):
+        TagScheme(["O", "B-PER", "I-PER"], "BIOES")
+    with pytest.raises(ParameterError, match="L- or U- tags"):
+        TagScheme(["O", "B-PER", "I-PER"], "BILOU")
+    assert TagScheme(["O", "B-A", "I-A", "L-A", "U-A", "U-B"], "BILOU").scheme == "BILOU"

@@ -553,12 +553,18 @@ def read_label_image(path) -> np.ndarray:
     elif suffix in (".png", ".tif", ".tiff"):
         Image = _pillow()
         with Image.open(path) as im:
-            if im.mode not in ("1", "L", "I", "I;16", "I;16B", "I;16L", "P"):
+            if im.mode not in ("1", "L", "I", "I;16", "I;16B", "I;16L", "P", "F"):
                 raise ParameterError(f"{path}: a label image must be single-channel; got "
                                      f"mode {im.mode!r}")
             a = np.asarray(im)
     else:
         raise ParameterError(f"`path` must end in .png, .tif, .tiff or .npy; got {path.name!r}")
+    a = np.asarray(a)
+    if a.dtype.kind == "f":
+        if a.size and (not np.isfinite(a).all() or (a != np.round(a)).any()):
+            raise ParameterError(f"{path}: holds floating-point values that are not whole "
+                                 "numbers: a label image holds integer object ids")
+        a = a.astype(np.int64)
     return _label_image(a, str(path))
 
 

@@ -134,8 +134,16 @@ class TagScheme:
                 types.append(typ)
             prefix[i] = prefixes[head]
             tag_type[i] = types.index(typ)
+        canonical = _CANONICAL.get(scheme, scheme)
+        if canonical in ("BIOES", "BILOU") and types and not np.isin(prefix, (_E, _S)).any():
+            # BIO names read as BIOES: no entity could ever end, so none would be found
+            end, single = ("E", "S") if canonical == "BIOES" else ("L", "U")
+            raise ParameterError(
+                f"`tag_names` read as {canonical} need {end}- or {single}- tags, and these have "
+                f"none ({names}): with only B- and I- prefixes they are BIO (or IOB1), so "
+                "pass scheme='BIO'")
         self.tag_names = tuple(names)
-        self.scheme = _CANONICAL.get(scheme, scheme)
+        self.scheme = canonical
         self.types = tuple(types)
         self.outside = names.index("O")
         self.prefix = prefix

@@ -294,6 +294,15 @@ def load_batch(path, *, need_labels: bool, graph_options=None, groups=None) -> B
         group_ids = read_groups_file(groups, n_items, "item")
     elif "groups" in arrays:
         g = arrays["groups"]
+        if g.ndim == 1 and g.shape[0] == n_items and g.dtype.kind == "f":
+            if not np.isfinite(g).all():
+                raise InputError(f"{path}: `groups` holds NaN or infinite ids "
+                                 f"({int((~np.isfinite(g)).sum())} of {n_items}): give every "
+                                 "item a group id")
+            if (g != np.round(g)).any():
+                raise InputError(f"{path}: `groups` holds fractional ids: give integer or "
+                                 "string ids")
+            g = g.astype(np.int64)
         if g.ndim != 1 or g.shape[0] != n_items or g.dtype.kind not in "iuU":
             raise InputError(f"{path}: `groups` must have shape ({n_items},) (one integer or "
                              f"string id per item); got shape {g.shape} and dtype {g.dtype}")
