@@ -1013,7 +1013,8 @@ def _predict_partition(payload, file, out_dir, version, inference_options, guara
     if shift_cap:
         rng = np.random.default_rng(seed)
         rows = recalibrator._shift_rows(t, np.asarray(item_group)[t.item])
-        shift = {"groups": np.unique(np.asarray(item_group)), "kinds": {}}
+        shift = {"groups": np.unique(np.asarray(item_group)), "kinds": {},
+                 "explicit_groups": part.groups is not None}
         for key, (values, grp) in rows.items():
             keep = np.sort(rng.choice(grp.shape[0], size=min(shift_cap, grp.shape[0]),
                                       replace=False))
@@ -1051,6 +1052,13 @@ def _dataset_shift_test(recalibrator, shifts, seed):
             values.append(v[pick])
             grp.append(g[pick])
         rows[key] = (np.concatenate(values), np.concatenate(grp))
+    if not all(x.get("explicit_groups", True) for x in shifts):
+        # no groups given: blocks of consecutive inputs over the whole dataset, as the
+        # single process makes them for one batch (recalibration._shift_units)
+        from .recalibration import _shift_units
+
+        blocks = _shift_units(None, groups.shape[0])
+        rows = {k: (v, blocks[np.searchsorted(groups, g)]) for k, (v, g) in rows.items()}
         has_raw[key] = all(h for _, _, _, h in parts)
     return recalibrator._shift_test_rows(rows), has_raw, rows
 

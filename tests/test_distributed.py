@@ -548,6 +548,41 @@ def test_group_column_and_guarantee(client, tmp_path):
         read_partition(f)
 
 
+def test_adapt_takes_one_weighting_decision_for_the_whole_dataset(client, tmp_path):
+    """shift_policy='adapt' on Dask: the client refits the flagged kind's map once from
+    the partitions' samples, every partition uses it, and the forecasts are those of the
+    single process on the whole batch (no groups: blocks of consecutive inputs in both)."""
+    from structcal.exceptions import DistributionShiftWarning
+
+    def world(n, seed, scale):
+        rng = np.random.default_rng(seed)
+        lengths = rng.integers(2, 8, n)
+        unary = rng.standard_normal((lengths.sum(), 5)) * scale
+        labels = np.where(rng.random(lengths.sum()) < 0.7, unary.argmax(axis=1),
+                          rng.integers(0, 5, lengths.sum()))
+        return unary, lengths, labels
+
+    u0, l0, y0 = world(600, 1, 1.0)
+    fit_pot = ChainPotentials.from_scores(u0, l0, np.eye(5) * 0.3)
+    rec = StructuredRecalibrator(kinds=[MAPEvent()], method="isotonic", shift_policy="adapt",
+                                 random_state=0).fit(StructuredPrediction(fit_pot),
+                                                     np.split(y0, np.cumsum(l0)[:-1]))
+    ua, la, ya = world(200, 2, 1.6)
+    pot = ChainPotentials.from_scores(ua, la, np.eye(5) * 0.3)
+    labels = np.split(ya, np.cumsum(la)[:-1])
+    with pytest.warns(DistributionShiftWarning):
+        single = rec.predict(StructuredPrediction(pot), labels)
+    assert single.fallback == {"map": "adapted"}
+    write_chain_dataset(tmp_path / "data", pot, items_per_partition=50, labels=labels)
+    with pytest.warns(DistributionShiftWarning) as caught:
+        info = apply_recalibrator(rec, tmp_path / "data", tmp_path / "out", client=client)
+    assert len([w for w in caught if issubclass(w.category, DistributionShiftWarning)]) == 1
+    assert info["fallback"] == ["map"] and info["adaptation"]["map"]["map"] == "weighted isotonic"
+    got = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "out").glob("*.parquet"))])
+    np.testing.assert_allclose(got.column("forecast").to_numpy(), single.forecast, rtol=0,
+                               atol=1e-12)
+
+
 def test_one_shift_decision_for_the_whole_dataset(client, tmp_path):
     # partitions 0-1 look like the recalibration data, 2-3 are far sharper: the fallback
     # decision is taken once for the dataset and applied to every partition, as the single
