@@ -537,13 +537,14 @@ def _positive_column(model, X) -> np.ndarray:
     return np.full(proba.shape[0], 1.0 if bool(model.classes_[0]) else 0.0)
 
 
-def _fit_isotonic(r: np.ndarray, y: np.ndarray, prior: float = 0.0):
-    """Isotonic regression of the outcome on the raw probability (None if one outcome only)."""
-    from .calibrators import IsotonicCalibration
+def _fit_isotonic(r: np.ndarray, y: np.ndarray, prior: float = 0.0, weights=None):
+    """Isotonic regression of the outcome on the raw probability (None if one outcome
+    only): an :class:`~structcal.calibrators.IsotonicMap`, evaluated without scikit-learn."""
+    from .calibrators._isotonic import IsotonicMap
 
     if y.all() or not y.any():
         return None
-    return IsotonicCalibration(prior=prior).fit(r, y)
+    return IsotonicMap(prior=prior).fit(r, y, sample_weight=weights)
 
 
 def _fit_with_groups(model, X, y, groups):
@@ -1534,10 +1535,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             ok = dr.effective_groups >= need and dr.coverage >= self.MIN_COVERAGE
             info["n_reference_groups"] = n_groups
             if ok and 0 < y.sum() < y.shape[0]:
-                from .calibrators import IsotonicCalibration
-
-                model = IsotonicCalibration(prior=float(self.prior)).fit(
-                    ref[:, j], y, sample_weight=dr.weights)
+                model = _fit_isotonic(ref[:, j], y, float(self.prior), dr.weights)
             if model is None:
                 info["reason"] = (
                     f"the weights collapsed: {dr.effective_groups:.1f} effective groups of "

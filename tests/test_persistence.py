@@ -125,7 +125,8 @@ def test_entity_span_recalibrator_round_trip(tmp_path):
     y[flip] = rng.integers(0, 5, size=int(flip.sum()))
     # random gold tags: read by conlleval's rules (kept through saving)
     kinds = [EntitySpans(tags, invalid_gold="conlleval"),
-             ContainsEntity(tags, "BIOES", types=["LOC"], invalid_gold="conlleval"),
+             ContainsEntity(["O", "B-LOC", "I-LOC", "E-LOC", "S-LOC"], "BIOES", types=["LOC"],
+                            invalid_gold="conlleval"),
              AllEntitiesCorrect(tags, "IOB1", invalid_gold="conlleval"), MarginalEvent()]
     rec = StructuredRecalibrator(kinds, features=["phi_mp1", "phi_mg1", "phi_mg2"],
                                  forecaster=KNNRegionForecaster(random_state=0, **GRID))
@@ -430,3 +431,35 @@ def test_a_manifest_edited_by_hand_is_refused(tmp_path):
     assert any("edited" in p for p in io.inspect(tmp_path / "r")["problems"])
     js.write_text(text)  # the file as saved loads
     io.load(tmp_path / "r")
+
+
+def test_loading_and_predicting_an_isotonic_recalibrator_needs_no_scikit_learn(tmp_path):
+    """A fresh process loads a saved recalibrator with isotonic maps and predicts: neither
+    scikit-learn nor SciPy's statistics is imported (the maps are arrays)."""
+    import subprocess
+    import sys
+
+    from structcal.events import external_events
+    from structcal.recalibration import StructuredRecalibrator
+
+    rng = np.random.default_rng(0)
+    raw = rng.random(600)
+    t = external_events(np.arange(600) // 2, kind="e", raw=raw, outcome=rng.random(600) < raw)
+    rec = StructuredRecalibrator(method="isotonic", random_state=0).fit_events(t)
+    rec.save(tmp_path / "r")
+    want = rec.predict_events(t).forecast
+    np.save(tmp_path / "want.npy", want)
+    code = f"""
+import sys, numpy as np
+from structcal import io
+from structcal.events import external_events
+rng = np.random.default_rng(0)
+raw = rng.random(600)
+t = external_events(np.arange(600) // 2, kind="e", raw=raw, outcome=rng.random(600) < raw)
+out = io.load({str(tmp_path / 'r')!r}).predict_events(t)
+assert np.array_equal(out.forecast, np.load({str(tmp_path / 'want.npy')!r}))
+print(sorted(m for m in ("sklearn", "scipy.stats") if m in sys.modules))
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.strip() == "[]", res.stdout + res.stderr

@@ -49,7 +49,7 @@ OUTSIDE_THE_HARNESS = {
     'structcal.calibrators.binning.BinnedMap': FUZZED,
     'structcal.calibrators.binning.HistogramBinning': FUZZED,
     'structcal.calibrators.cv.CrossValidatedCalibration': FUZZED,
-    'structcal.calibrators.isotonic.InterpolatedMap': FUZZED,
+    'structcal.calibrators._isotonic.InterpolatedMap': FUZZED,
     'structcal.calibrators.isotonic.IsotonicCalibration': FUZZED,
     'structcal.calibrators.ovr.EstimatorMap': FUZZED,
     'structcal.calibrators.ovr.NormalizedOneVsRest': FUZZED,
@@ -435,6 +435,16 @@ def _case_groups_needed():
                 {"target": "scalar_probability", "delta": "scalar_probability"})
 
 
+def _case_isotonic_map():
+    from structcal.calibrators import IsotonicMap
+
+    p, y, _ = _grouped()
+    return Case(lambda **a: IsotonicMap(0.5).fit(a["scores"], a["outcomes"],
+                                                 sample_weight=a["sample_weight"]),
+                {"scores": p, "outcomes": y, "sample_weight": np.ones(p.size)},
+                {"scores": "array", "outcomes": "array", "sample_weight": "array"})
+
+
 def _case_density_ratio():
     from structcal.shift import density_ratio
 
@@ -609,6 +619,7 @@ CASES = {
     "structcal.guarantees.design_effect": _case_binomial_tail,
     "structcal.guarantees.groups_needed": _case_groups_needed,
     "structcal.shift.density_ratio": _case_density_ratio,
+    "structcal.calibrators._isotonic.IsotonicMap": _case_isotonic_map,
     "structcal.shift.group_shift_test": _case_group_shift_test,
     "structcal.events.external.external_events": _case_external_events,
     "structcal.adapters.instances.map_objects": _case_map_objects,

@@ -12,19 +12,35 @@ model on all data).
 class; with two columns for two classes the score calibrators use the second column.
 """
 
-from .binning import BinnedMap, HistogramBinning
-from .cv import CrossValidatedCalibration
-from .isotonic import InterpolatedMap, IsotonicCalibration
-from .ovr import NormalizedOneVsRest
-from .platt import PlattScaling, SigmoidMap
-from .scaling import TemperatureScaling, VectorScaling
-from .spline import (
-    SplineCalib,
-    SplineMap,
-    compact_logit,
-    compact_logit_epsilon,
-    natural_spline_basis,
-)
+# The calibrators are scikit-learn estimators; the package imports them (and so
+# scikit-learn) on first use (PEP 562), so that the array maps a fitted recalibrator
+# evaluates (``IsotonicMap``, ``InterpolatedMap``) load without scikit-learn.
+_WHERE = {
+    "BinnedMap": "binning", "HistogramBinning": "binning",
+    "CrossValidatedCalibration": "cv",
+    "InterpolatedMap": "_isotonic", "IsotonicMap": "_isotonic",
+    "IsotonicCalibration": "isotonic",
+    "NormalizedOneVsRest": "ovr",
+    "PlattScaling": "platt", "SigmoidMap": "platt",
+    "TemperatureScaling": "scaling", "VectorScaling": "scaling",
+    "SplineCalib": "spline", "SplineMap": "spline", "compact_logit": "spline",
+    "compact_logit_epsilon": "spline", "natural_spline_basis": "spline",
+}
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        from importlib import import_module
+
+        value = getattr(import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "BinnedMap",
@@ -32,6 +48,7 @@ __all__ = [
     "HistogramBinning",
     "InterpolatedMap",
     "IsotonicCalibration",
+    "IsotonicMap",
     "NormalizedOneVsRest",
     "PlattScaling",
     "SigmoidMap",
