@@ -102,10 +102,10 @@ def test_bad_k(saved, tmp_path, value):
                              a["model.forecasters_.map.y_fit_"] * 3), "y_fit_"),
     (lambda a: a.__setitem__("model.forecasters_.map.scale_",
                              -a["model.forecasters_.map.scale_"]), "scale_"),
-    (lambda a: a.__setitem__("model.forecasters_.marginal.maps_[0].y",
-                             a["model.forecasters_.marginal.maps_[0].y"] + 2), "InterpolatedMap"),
-    (lambda a: a.__setitem__("model.forecasters_.marginal.maps_[0].x",
-                             a["model.forecasters_.marginal.maps_[0].x"][::-1].copy()), "increasing"),
+    (lambda a: a.__setitem__("model.forecasters_.marginal.map_.y",
+                             a["model.forecasters_.marginal.map_.y"] + 2), "InterpolatedMap"),
+    (lambda a: a.__setitem__("model.forecasters_.marginal.map_.x",
+                             a["model.forecasters_.marginal.map_.x"][::-1].copy()), "increasing"),
 ])
 def test_bad_arrays_are_refused(saved, tmp_path, change, match):
     stem, manifest, arrays = _copy(saved, tmp_path)
