@@ -643,7 +643,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     method : {'auto', 'raw', 'isotonic', 'forecaster'} or dict, default='auto'
         The recalibration map of each kind: ``'raw'`` keeps the model's probability as it
         is, ``'isotonic'`` fits isotonic regression on it
-        (:class:`~structcal.calibrators.IsotonicCalibration`), ``'forecaster'`` fits
+        (:class:`~structcal.calibrators.IsotonicMap`, arrays evaluated without
+        scikit-learn), ``'forecaster'`` fits
         ``forecaster`` on the features (the paper's Algorithm 1), and ``'auto'`` picks one
         by cross-validated Brier score with a standard-error rule (see Notes: isotonic
         unless another candidate is better by more than ``n_se`` standard errors). Kinds
@@ -727,9 +728,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         :meth:`format_selection` prints it as a table.
     forecasters_ : dict of str to estimator
         The fitted map of each kind whose method is ``'isotonic'`` (an
-        ``IsotonicCalibration`` of the raw probability) or ``'forecaster'`` (the region
+        ``IsotonicMap`` of the raw probability) or ``'forecaster'`` (the region
         forecaster on the features); kinds kept ``'raw'`` have no entry.
-    fallback_maps_ : dict of str to IsotonicCalibration
+    fallback_maps_ : dict of str to IsotonicMap
         For each kind whose method is ``'forecaster'`` and whose events have a raw
         probability: isotonic regression of the outcome on it, the map a batch falls back
         to when the forecaster's features shifted but the raw probability did not.
