@@ -453,8 +453,10 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
                                  1e-300)
         else:
             E = betting_evalues(R, upper) if G else np.zeros(t.shape[0])
+        sequences = _fixed_sequences(t, target)
+        main = max(sequences[0][0], 0)
         best, first = None, None
-        for start, share in _fixed_sequences(t, target):
+        for start, share in sequences:
             j = start
             if first is None:
                 first = float(E[j]) if j >= 0 else 0.0
@@ -464,8 +466,7 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
                 j -= 1
         if best is None:
             need = groups_needed(target, delta)
-            acc_t = n_acc[:, max(_fixed_sequences(t, target)[0][0], 0)]
-            groups_acc = int((acc_t > 0).sum())
+            groups_acc = int((n_acc[:, main] > 0).sum())
             if G == 0:
                 why = "there are no calibration events"
             elif groups_acc < need:
@@ -473,9 +474,7 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
                        f"forecast >= {target:g}, and even all-right groups certify precision "
                        f"{target:g} at delta {delta:g} from {need} groups on")
             else:
-                prec = 1.0 - float((FP[:, max(_fixed_sequences(t, target)[0][0], 0)]).sum()
-                                   / max(A[:, max(_fixed_sequences(t, target)[0][0], 0)].sum(),
-                                         1e-300))
+                prec = 1.0 - float(FP[:, main].sum() / max(A[:, main].sum(), 1e-300))
                 why = (f"the {groups_acc} groups with events of forecast >= {target:g} give "
                        f"evidence {first:.3g} against 'precision below {target:g}' (precision "
                        f"of those events {prec:.3f}; {1 / (0.9 * delta):.3g} is needed)")
