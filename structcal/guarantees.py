@@ -242,16 +242,11 @@ def _inputs(scores, outcomes, groups, classes):
             o = o.astype(bool)
     else:
         o = None
-    g = np.arange(n) if groups is None else _ids(groups, "groups", n,
+    g = np.arange(n) if groups is None else as_ids(groups, "groups", n,
                                                  "one per score of `scores`")
-    c = np.zeros(n, dtype=np.int64) if classes is None else _ids(classes, "classes", n,
+    c = np.zeros(n, dtype=np.int64) if classes is None else as_ids(classes, "classes", n,
                                                                    "one per score of `scores`")
     return s, o, g, c
-
-
-def _ids(ids, name, n, what, unique=False):
-    """Ids of shape ``(n,)``: any numbers or strings but NaN (:func:`as_ids`)."""
-    return as_ids(ids, name, n, what, unique=unique)
 
 
 @dataclass(frozen=True)
@@ -591,7 +586,7 @@ def _item_group_ids(groups, table, name):
                   int(table.item.max()) + 1 if table.n_events else 0)
     if groups is None:
         return np.arange(n_items)
-    g = _ids(groups, name, n_items, "one per input, not per event")
+    g = as_ids(groups, name, n_items, "one per input, not per event")
     return np.unique(g, return_inverse=True)[1]
 
 
@@ -735,7 +730,7 @@ class MissControl(SaveLoadMixin, ParamsMixin):
         """
         alpha = check_float(self.alpha, "alpha", low=0.0, high=1.0, low_inclusive=False)
         s, o, _, _ = _inputs(scores, outcomes, None, None)
-        g = _ids(groups, "groups", s.shape[0], "one per score of `scores`")
+        g = as_ids(groups, "groups", s.shape[0], "one per score of `scores`")
         ids, counts = _gold_counts(n_gold)
         if ids.shape[0] == 0:
             raise ParameterError("`n_gold` lists no calibration group: miss control needs "
@@ -809,7 +804,7 @@ def _gold_counts(n_gold):
             or (counts != np.round(counts)).any()):
         raise ParameterError("`n_gold` counts must be whole numbers >= 0; got "
                              f"{counts[:5].tolist()}")
-    _ids(ids, "n_gold", ids.shape[0], "group ids")
+    as_ids(ids, "n_gold", ids.shape[0], "group ids")
     uniq, first = np.unique(ids, return_index=True)
     if uniq.shape[0] != ids.shape[0]:
         dup = np.setdiff1d(np.arange(ids.shape[0]), first)[:3]

@@ -132,26 +132,25 @@ def warm(paths=("all",), verbose=True) -> dict:
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             results = dict(zip(names, pool.map(_warm_one, names)))
         for name in names:
-            secs, n_compiled, jit_seconds = results[name]
-            seconds[name] = secs
-            if verbose:
-                done = (f"{n_compiled} kernels compiled in {jit_seconds:.1f} s"
-                        if n_compiled else "every kernel loaded from the cache")
-                print(f"  {name} ({PATHS[name][1]}): {secs:.1f} s ({done})", file=sys.stderr,
-                      flush=True)
+            seconds[name] = _report(results[name], f"  {name} ({PATHS[name][1]}): ", verbose)
     else:
         for name in names:
             if verbose:
                 print(f"warming {name}: {PATHS[name][1]} ...", file=sys.stderr, flush=True)
-            secs, n_compiled, jit_seconds = _warm_one(name)
-            seconds[name] = secs
-            if verbose:
-                done = (f"{n_compiled} kernels compiled in {jit_seconds:.1f} s"
-                        if n_compiled else "every kernel loaded from the cache")
-                print(f"  {secs:.1f} s ({done})", file=sys.stderr, flush=True)
+            seconds[name] = _report(_warm_one(name), "  ", verbose)
     if verbose:
         print(f"compiled kernels are cached in {cache_dir()}", file=sys.stderr, flush=True)
     return seconds
+
+
+def _report(result, prefix, verbose) -> float:
+    """Say how one path's warm-up went; return its seconds."""
+    secs, n_compiled, jit_seconds = result
+    if verbose:
+        done = (f"{n_compiled} kernels compiled in {jit_seconds:.1f} s"
+                if n_compiled else "every kernel loaded from the cache")
+        print(f"{prefix}{secs:.1f} s ({done})", file=sys.stderr, flush=True)
+    return secs
 
 
 def _n_workers() -> int:
