@@ -48,6 +48,8 @@ ALLOWED = {
     "StructuredRecalibrator": "structcal.recalibration",
     "KNNRegionForecaster": "structcal.forecasters",
     "TreeRegionForecaster": "structcal.forecasters",
+    "KNNRegionMap": "structcal._regions",
+    "TreeRegionMap": "structcal._regions",
     "HistogramBinning": "structcal.calibrators",
     "PlattScaling": "structcal.calibrators",
     "IsotonicCalibration": "structcal.calibrators",
@@ -258,7 +260,7 @@ class _Encoder:
             )
         key = class_key(cls)
         version = STATE_VERSIONS.get(key, 1)
-        if hasattr(obj, "get_params") and hasattr(obj, "fit"):
+        if hasattr(obj, "get_params"):  # estimators and fitted maps: parameters + fitted state
             params = obj.get_params(deep=False)
             fitted = {k: v for k, v in vars(obj).items()
                       if k.endswith("_") and not k.startswith("_") and k not in params

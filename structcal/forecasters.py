@@ -21,11 +21,16 @@ from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._knn import LEAF_SIZE, build_kdtree, cv_losses, neighbour_means
+from ._regions import (
+    KNNRegionMap, TreeRegionMap, _check_prior, _KDTree, _KNNRegions, _TreeArrays, _TreeRegions,
+)
 from ._validation import check_random_state
 from .io import SaveLoadMixin
 
-__all__ = ["KNNRegionForecaster", "TreeRegionForecaster", "SingleClassWarning", "PAPER_GRID"]
+__all__ = [
+    "KNNRegionForecaster", "TreeRegionForecaster", "KNNRegionMap", "TreeRegionMap",
+    "SingleClassWarning", "PAPER_GRID",
+]
 
 #: The paper's grid of region sizes: 5, 10, ..., 500.
 PAPER_GRID = tuple(range(5, 501, 5))
@@ -102,13 +107,19 @@ class _BinaryForecaster(SaveLoadMixin, ClassifierMixin, BaseEstimator):
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 
+    def to_map(self):
+        """The fitted forecaster as arrays (:mod:`structcal._regions`), which forecast the
+        same probabilities without scikit-learn."""
+        check_is_fitted(self)
+        return self._MAP._from_forecaster(self)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
 
 
-class KNNRegionForecaster(_BinaryForecaster):
+class KNNRegionForecaster(_KNNRegions, _BinaryForecaster):
     """k-nearest-neighbour region forecaster with fast cross-validated k.
 
     Forecasts, for an event, the fraction of positive events among its ``k`` nearest
@@ -202,6 +213,8 @@ class KNNRegionForecaster(_BinaryForecaster):
     (True, True)
     """
 
+    _MAP = KNNRegionMap
+
     def __init__(
         self, n_neighbors="cv", *, k_grid=PAPER_GRID, cv=10, scale=True, cv_max_samples=20_000,
         prior=0.0, random_state=None,
@@ -281,86 +294,6 @@ class KNNRegionForecaster(_BinaryForecaster):
         self._index = _KDTree(self.X_fit_, self.y_fit_)
         return self
 
-    def _check_loaded(self):
-        """Invariants of a fitted forecaster read from a file (see :mod:`structcal._loadcheck`)."""
-        from ._loadcheck import array, integer
-
-        _check_binary_state(self)
-        d = integer(self, "n_features_in_", low=1)
-        X = array(self, "X_fit_", ndim=2, shape=(None, d))
-        n = X.shape[0]
-        if n < 1:
-            raise ValueError("X_fit_ holds no events")
-        array(self, "y_fit_", ndim=1, shape=(n,), low=0.0, high=1.0)
-        if not np.isin(self.y_fit_, (0.0, 1.0)).all():
-            raise ValueError("y_fit_ must hold outcomes 0 and 1")
-        array(self, "mean_", ndim=1, shape=(d,))
-        array(self, "scale_", ndim=1, shape=(d,))
-        if (self.scale_ <= 0).any():
-            raise ValueError("scale_ must be positive")
-        integer(self, "n_neighbors_", low=1, high=n)
-        _check_prior(self.prior)
-
-    def _tree(self):
-        """Return the KD-tree over ``X_fit_``, built if missing (derived state, not saved)."""
-        index = getattr(self, "_index", None)
-        if index is None or index.X_fit is not self.X_fit_:
-            index = self._index = _KDTree(self.X_fit_, self.y_fit_)
-        return index
-
-    def _positive_probability(self, X):
-        Xs = np.ascontiguousarray((X - self.mean_) / self.scale_)
-        return self._tree().neighbour_means(Xs, self.n_neighbors_, _check_prior(self.prior))
-
-
-class _KDTree:
-    """Derived, unsaved state of a fitted k-NN forecaster: the tree and data in tree order."""
-
-    def __init__(self, X, y, fold=None):
-        self.X_fit = X
-        perm, self.start, self.end, self.child, self.lower, self.upper = build_kdtree(X, LEAF_SIZE)
-        self.key = perm
-        self.XT = np.ascontiguousarray(X[perm].T)
-        self.yr = np.ascontiguousarray(y[perm])
-        self.fold = None if fold is None else np.ascontiguousarray(fold[perm])
-
-    def neighbour_means(self, Xq, k, prior=0.0):
-        """``(positives among the k nearest fitted events + prior) / (k + 2 prior)`` for each
-        row of ``Xq`` (the mean outcome when ``prior`` is 0)."""
-        k = int(min(k, self.XT.shape[1]))
-        out = np.empty(Xq.shape[0])
-        neighbour_means(
-            Xq, k, self.XT, self.yr, self.key, self.start, self.end, self.child, self.lower,
-            self.upper, float(prior), out, work=Xq.shape[0] * k // 8,
-        )
-        return out
-
-    def cv_losses(self, grid, prior=0.0, chunk=512):
-        """Per-k held-out squared loss summed over all events (see ``_knn.cv_losses``)."""
-        n = self.XT.shape[1]
-        out = np.empty(((n + chunk - 1) // chunk, grid.shape[0]))
-        cv_losses(
-            self.XT, self.yr, self.key, self.fold, self.start, self.end, self.child, self.lower,
-            self.upper, grid, float(prior), chunk, out, work=n * int(grid[-1]) // 8,
-        )
-        return out.sum(axis=0)
-
-
-def _check_binary_state(est):
-    """``classes_`` of a fitted binary forecaster: one or two distinct labels."""
-    from ._loadcheck import array
-
-    classes = array(est, "classes_", ndim=1, kind=None)
-    if classes.shape[0] not in (1, 2) or np.unique(classes).shape[0] != classes.shape[0]:
-        raise ValueError(f"classes_ must hold one or two distinct labels; got {classes!r}")
-
-
-def _check_prior(prior):
-    if (isinstance(prior, (bool, np.bool_)) or not isinstance(prior, numbers.Real)
-            or not np.isfinite(prior) or prior < 0):
-        raise ValueError(f"`prior` must be a finite number >= 0; got {prior!r}")
-    return float(prior)
-
 
 def _groups_iv(groups, n):
     """Group codes 0..G-1 of ``n`` events (None stays None: each event its own group)."""
@@ -408,7 +341,7 @@ def _knn_cross_validate(X, y, grid, cv, rng, groups=None, prior=0.0):
     return int(grid[best]), {"k": grid, "l2": loss}
 
 
-class TreeRegionForecaster(_BinaryForecaster):
+class TreeRegionForecaster(_TreeRegions, _BinaryForecaster):
     """Decision-tree region forecaster with cross-validated minimum leaf size.
 
     Forecasts, for an event, the fraction of positive events in its leaf of a regression
@@ -475,6 +408,8 @@ class TreeRegionForecaster(_BinaryForecaster):
     [0.1, 0.5, 0.9]
     """
 
+    _MAP = TreeRegionMap
+
     def __init__(self, min_samples_leaf="cv", *, leaf_grid=PAPER_GRID, cv=10, max_depth=None, random_state=None):
         self.min_samples_leaf = min_samples_leaf
         self.leaf_grid = leaf_grid
@@ -530,103 +465,3 @@ class TreeRegionForecaster(_BinaryForecaster):
         self.tree_children_, self.tree_feature_ = tree.children, tree.feature
         self.tree_threshold_, self.tree_value_ = tree.threshold, tree.value
         return self
-
-    def _check_loaded(self):
-        """Invariants of a fitted forecaster read from a file (see :mod:`structcal._loadcheck`)."""
-        from ._loadcheck import array, integer
-
-        _check_binary_state(self)
-        d = integer(self, "n_features_in_", low=1)
-        children = array(self, "tree_children_", ndim=2, shape=(None, 2), kind="iu")
-        m = children.shape[0]
-        if m < 1:
-            raise ValueError("the tree has no node")
-        leaf = children[:, 0] < 0
-        if ((children[:, 1] < 0) != leaf).any():
-            raise ValueError("a node has exactly one child")
-        nodes = np.arange(m)
-        if (children[~leaf] <= nodes[~leaf, None]).any() or (children >= m).any() or (
-                children < -1).any():
-            raise ValueError("tree child indices must point forward to existing nodes")
-        feature = array(self, "tree_feature_", ndim=1, shape=(m,), kind="iu")
-        if ((feature[~leaf] < 0) | (feature[~leaf] >= d)).any():
-            raise ValueError(f"tree features must be in 0..{d - 1}")
-        array(self, "tree_threshold_", ndim=1, shape=(m,), finite=False)
-        if np.isnan(self.tree_threshold_[~leaf]).any():
-            raise ValueError("tree thresholds must not be NaN")
-        array(self, "tree_value_", ndim=1, shape=(m,), low=0.0, high=1.0)
-        integer(self, "min_samples_leaf_", low=1)
-
-    def _positive_probability(self, X):
-        tree = _TreeArrays.from_arrays(
-            self.tree_children_, self.tree_feature_, self.tree_threshold_, self.tree_value_
-        )
-        return np.clip(tree.predict(X), 0.0, 1.0)
-
-
-class _TreeArrays:
-    """A regression tree as plain arrays, with pruning by minimum leaf size."""
-
-    def __init__(self, sk_tree):
-        self.children = np.column_stack([sk_tree.children_left, sk_tree.children_right]).astype(np.int64)
-        self.feature = sk_tree.feature.astype(np.int64)
-        self.threshold = sk_tree.threshold.astype(np.float64)
-        self.value = sk_tree.value[:, 0, 0].astype(np.float64)
-        counts = sk_tree.n_node_samples
-        internal = self.children[:, 0] >= 0
-        # smaller side of each split (0 at leaves): the split survives leaf sizes <= this
-        self.smaller_side = np.where(
-            internal, np.minimum(counts[self.children[:, 0]], counts[self.children[:, 1]]), 0
-        )
-
-    @classmethod
-    def from_arrays(cls, children, feature, threshold, value):
-        tree = cls.__new__(cls)
-        tree.children, tree.feature, tree.threshold, tree.value = children, feature, threshold, value
-        return tree
-
-    def _paths(self, X):
-        """Yield (sample rows, their node) level by level from the root to the leaves."""
-        Xf = np.asarray(X, dtype=np.float32)  # scikit-learn compares in float32
-        rows = np.arange(X.shape[0])
-        node = np.zeros(X.shape[0], dtype=np.int64)
-        while rows.size:
-            yield rows, node
-            left = self.children[node, 0]
-            inner = left >= 0
-            rows, node = rows[inner], node[inner]
-            go_left = Xf[rows, self.feature[node]] <= self.threshold[node]
-            node = np.where(go_left, self.children[node, 0], self.children[node, 1])
-
-    def predict(self, X):
-        """Forecast of each row of ``X``: the value of its leaf."""
-        out = np.empty(X.shape[0])
-        for rows, node in self._paths(X):
-            leaf = self.children[node, 0] < 0
-            out[rows[leaf]] = self.value[node[leaf]]
-        return out
-
-    def pruned(self, m):
-        """The tree with every split leaving fewer than ``m`` events on a side removed."""
-        children = self.children.copy()
-        children[self.smaller_side < m] = -1
-        return _TreeArrays.from_arrays(children, self.feature, self.threshold, self.value)
-
-    def pruned_losses(self, X, y, grid):
-        """Sum of squared errors on ``(X, y)`` of :meth:`pruned` at every ``m`` in ``grid``.
-
-        One pass down the tree: a node reached with ancestors' smallest split side ``g``
-        is where the forecast stops for ``smaller_side < m <= g``.
-        """
-        diff = np.zeros(grid.shape[0] + 1)
-        reach = np.full(X.shape[0], np.iinfo(np.int64).max)
-        for rows, node in self._paths(X):
-            err = (self.value[node] - y[rows]) ** 2
-            lo = np.searchsorted(grid, self.smaller_side[node], side="right")
-            hi = np.searchsorted(grid, reach[rows], side="right")
-            stops = lo < hi  # else this node splits for every m that reaches it
-            diff += np.bincount(lo[stops], weights=err[stops], minlength=diff.shape[0])
-            diff -= np.bincount(hi[stops], weights=err[stops], minlength=diff.shape[0])
-            inner = self.children[node, 0] >= 0
-            reach[rows[inner]] = np.minimum(reach[rows[inner]], self.smaller_side[node[inner]])
-        return np.cumsum(diff)[:-1]

@@ -537,6 +537,13 @@ def _positive_column(model, X) -> np.ndarray:
     return np.full(proba.shape[0], 1.0 if bool(model.classes_[0]) else 0.0)
 
 
+def _kept_form(model):
+    """What a recalibrator keeps of a fitted forecaster: structcal's region forecasters as
+    their maps (arrays, evaluated without scikit-learn), any other model as it is."""
+    to_map = getattr(model, "to_map", None)
+    return to_map() if callable(to_map) and type(model).__module__ == "structcal.forecasters" else model
+
+
 def _fit_isotonic(r: np.ndarray, y: np.ndarray, prior: float = 0.0, weights=None):
     """Isotonic regression of the outcome on the raw probability (None if one outcome
     only): an :class:`~structcal.calibrators.IsotonicMap`, evaluated without scikit-learn."""
@@ -729,7 +736,11 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     forecasters_ : dict of str to estimator
         The fitted map of each kind whose method is ``'isotonic'`` (an
         ``IsotonicMap`` of the raw probability) or ``'forecaster'`` (the region
-        forecaster on the features); kinds kept ``'raw'`` have no entry.
+        forecaster on the features: structcal's region forecasters are kept as their
+        fitted arrays, a :class:`~structcal.forecasters.KNNRegionMap` or
+        :class:`~structcal.forecasters.TreeRegionMap`, any other forecaster as fitted);
+        kinds kept ``'raw'`` have no entry. Loading a saved recalibrator whose maps are
+        all of these kinds and forecasting imports no scikit-learn.
     fallback_maps_ : dict of str to IsotonicMap
         For each kind whose method is ``'forecaster'`` and whose events have a raw
         probability: isotonic regression of the outcome on it, the map a batch falls back
@@ -1124,8 +1135,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
 
                     if self.prior > 0:  # the prior keeps a one-outcome kind off 0 and 1
                         warnings.simplefilter("ignore", SingleClassWarning)
-                    self.forecasters_[key] = _fit_with_groups(
-                        self._base_forecaster(seed), X, y, grp)
+                    self.forecasters_[key] = _kept_form(_fit_with_groups(
+                        self._base_forecaster(seed), X, y, grp))
                 if r is not None:  # what a batch whose features shifted falls back to
                     iso = _fit_isotonic(r, y, float(self.prior))
                     if iso is not None:

@@ -433,19 +433,38 @@ def test_a_manifest_edited_by_hand_is_refused(tmp_path):
     io.load(tmp_path / "r")
 
 
-def test_loading_and_predicting_an_isotonic_recalibrator_needs_no_scikit_learn(tmp_path):
-    """A fresh process loads a saved recalibrator with isotonic maps and predicts: neither
-    scikit-learn nor SciPy's statistics is imported (the maps are arrays)."""
+_MAPS = {
+    "isotonic": "dict(method='isotonic')",
+    "knn": "dict(method='forecaster')",
+}
+
+
+@pytest.mark.parametrize("which", sorted(_MAPS))
+def test_loading_and_predicting_a_recalibrator_needs_no_scikit_learn(tmp_path, which):
+    """A fresh process loads a saved recalibrator with isotonic or (default) k-NN maps and
+    predicts: neither scikit-learn nor SciPy's statistics is imported (the maps are arrays),
+    and the forecasts are those of the recalibrator that was saved. (A recalibrator given
+    a ``forecaster=`` object keeps it as a parameter, and loading builds it.)"""
     import subprocess
     import sys
 
     from structcal.events import external_events
+    from structcal.forecasters import KNNRegionMap
     from structcal.recalibration import StructuredRecalibrator
 
-    rng = np.random.default_rng(0)
-    raw = rng.random(600)
-    t = external_events(np.arange(600) // 2, kind="e", raw=raw, outcome=rng.random(600) < raw)
-    rec = StructuredRecalibrator(method="isotonic", random_state=0).fit_events(t)
+    events = """
+rng = np.random.default_rng(0)
+raw = rng.random(600)
+x = rng.normal(size=(600, 2))
+t = external_events(np.arange(600) // 2, kind="e", raw=raw, features={"a": x[:, 0], "b": x[:, 1]},
+                    outcome=rng.random(600) < raw)
+"""
+    scope = {"np": np, "external_events": external_events}
+    exec(events, scope)
+    t = scope["t"]
+    rec = StructuredRecalibrator(random_state=0, **eval(_MAPS[which])).fit_events(t)
+    kept = {"isotonic": "IsotonicMap", "knn": KNNRegionMap.__name__}
+    assert type(rec.forecasters_["e"]).__name__ == kept[which]
     rec.save(tmp_path / "r")
     want = rec.predict_events(t).forecast
     np.save(tmp_path / "want.npy", want)
@@ -453,9 +472,7 @@ def test_loading_and_predicting_an_isotonic_recalibrator_needs_no_scikit_learn(t
 import sys, numpy as np
 from structcal import io
 from structcal.events import external_events
-rng = np.random.default_rng(0)
-raw = rng.random(600)
-t = external_events(np.arange(600) // 2, kind="e", raw=raw, outcome=rng.random(600) < raw)
+{events}
 out = io.load({str(tmp_path / 'r')!r}).predict_events(t)
 assert np.array_equal(out.forecast, np.load({str(tmp_path / 'want.npy')!r}))
 print(sorted(m for m in ("sklearn", "scipy.stats") if m in sys.modules))
@@ -463,3 +480,27 @@ print(sorted(m for m in ("sklearn", "scipy.stats") if m in sys.modules))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("which", ["knn", "tree"])
+def test_a_region_map_forecasts_what_its_forecaster_forecasts(which, tmp_path):
+    """``to_map()`` keeps every fitted array: the map's probabilities equal the
+    forecaster's bit for bit, also after a save and load, and a bad ``X`` is named."""
+    from structcal.exceptions import ParameterError
+    from structcal.forecasters import KNNRegionForecaster, TreeRegionForecaster
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 3))
+    y = rng.random(400) < 1 / (1 + np.exp(-2 * X[:, 0]))
+    f = (KNNRegionForecaster(random_state=0, prior=0.5) if which == "knn"
+         else TreeRegionForecaster(leaf_grid=[5, 10, 40], random_state=0)).fit(X, y)
+    m = f.to_map()
+    Xq = rng.normal(size=(50, 3)) * 3
+    np.testing.assert_array_equal(m.predict_proba(Xq), f.predict_proba(Xq))
+    np.testing.assert_array_equal(m.predict(Xq), f.predict(Xq))
+    back = _round_trip(m, tmp_path)
+    np.testing.assert_array_equal(back.predict_proba(Xq), f.predict_proba(Xq))
+    with pytest.raises(ParameterError, match="`X` must have 3 feature columns"):
+        m.predict_proba(Xq[:, :2])
+    with pytest.raises(ParameterError, match="X"):
+        m.predict_proba(np.where(Xq > 2, np.nan, Xq))

@@ -609,7 +609,32 @@ def _case_hf_entities():
                 {"logits": logits}, {"logits": "map"})
 
 
+def _region_map_case(forecaster):
+    def make():
+        r = _rng()
+        X = r.normal(size=(200, 3))
+        y = r.random(200) < 0.5
+        m = forecaster().fit(X, y).to_map()
+        return Case(lambda **a: m.predict_proba(a["X"]), {"X": r.normal(size=(20, 3))},
+                    {"X": "map"})
+    return make
+
+
+def _knn_forecaster():
+    from structcal.forecasters import KNNRegionForecaster
+
+    return KNNRegionForecaster(k_grid=[5, 20], random_state=0)
+
+
+def _tree_forecaster():
+    from structcal.forecasters import TreeRegionForecaster
+
+    return TreeRegionForecaster(leaf_grid=[5, 20], random_state=0)
+
+
 CASES = {
+    "structcal._regions.KNNRegionMap": _region_map_case(_knn_forecaster),
+    "structcal._regions.TreeRegionMap": _region_map_case(_tree_forecaster),
     "structcal.guarantees.PrecisionGuarantee": _case_precision_guarantee,
     "structcal.guarantees.MissControl": _case_miss_control,
     "structcal.guarantees.certify_precision": _case_certify_precision,
