@@ -63,8 +63,10 @@ from numba.core import types as nbtypes
 from numba.core.registry import CPUDispatcher
 
 from ._cache import install_locator
+from ._progress import attach_monitors as _attach_monitors
 
 install_locator()  # compiled kernels go to a per-user cache folder, never into the package
+_attach_monitors()  # compile monitors opened before Numba was imported (structcal._progress)
 
 from ._simd import ROUND_MAGIC, fma, pow2_rounded, where_ge  # noqa: E402
 

@@ -90,9 +90,39 @@ def compile_monitor(verbose=True):
     CompileStats
         Filled in as the block runs.
     """
+    stats = CompileStats()
+    entry = {"stats": stats, "verbose": verbose, "listener": None}
+    _ACTIVE.append(entry)
+    if "structcal._numba" in sys.modules:  # else attached when the kernels are imported
+        _attach(entry)
+    try:
+        yield stats
+    finally:
+        _ACTIVE.remove(entry)
+        if entry["listener"] is not None:
+            from numba.core import event
+
+            event.unregister("numba:compile", entry["listener"])
+
+
+#: Monitors open in this process. Importing Numba costs about 0.3 s, which a run that
+#: needs no kernel (a small job, see :mod:`structcal._tier`) should not pay for being
+#: watched: a monitor attaches its listener when :mod:`structcal._numba` is imported
+#: (:func:`attach_monitors`), or at once if it already is.
+_ACTIVE: list = []
+
+
+def attach_monitors():
+    """Attach every open monitor to Numba's compile events (called by ``structcal._numba``)."""
+    for entry in _ACTIVE:
+        if entry["listener"] is None:
+            _attach(entry)
+
+
+def _attach(entry):
     from numba.core import event
 
-    stats = CompileStats()
+    stats, verbose = entry["stats"], entry["verbose"]
     state = {"depth": 0, "t0": 0.0}
 
     class _Listener(event.Listener):
@@ -110,5 +140,5 @@ def compile_monitor(verbose=True):
             if state["depth"] == 0:
                 stats.seconds += time.perf_counter() - state["t0"]
 
-    with event.install_listener("numba:compile", _Listener()):
-        yield stats
+    entry["listener"] = _Listener()
+    event.register("numba:compile", entry["listener"])

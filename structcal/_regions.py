@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from ._estimator import ParamsMixin
-from ._knn import LEAF_SIZE, build_kdtree, cv_losses, neighbour_means
+from ._tier import numpy_tier
 
 __all__ = ["KNNRegionMap", "TreeRegionMap"]
 
@@ -43,6 +43,8 @@ class _KDTree:
 
     def __init__(self, X, y, fold=None):
         self.X_fit = X
+        from ._knn import LEAF_SIZE, build_kdtree  # Numba: imported when a tree is needed
+
         perm, self.start, self.end, self.child, self.lower, self.upper = build_kdtree(X, LEAF_SIZE)
         self.key = perm
         self.XT = np.ascontiguousarray(X[perm].T)
@@ -52,6 +54,8 @@ class _KDTree:
     def neighbour_means(self, Xq, k, prior=0.0):
         """``(positives among the k nearest fitted events + prior) / (k + 2 prior)`` for each
         row of ``Xq`` (the mean outcome when ``prior`` is 0)."""
+        from ._knn import neighbour_means
+
         k = int(min(k, self.XT.shape[1]))
         out = np.empty(Xq.shape[0])
         neighbour_means(
@@ -62,6 +66,8 @@ class _KDTree:
 
     def cv_losses(self, grid, prior=0.0, chunk=512):
         """Per-k held-out squared loss summed over all events (see ``_knn.cv_losses``)."""
+        from ._knn import cv_losses
+
         n = self.XT.shape[1]
         out = np.empty(((n + chunk - 1) // chunk, grid.shape[0]))
         cv_losses(
@@ -69,6 +75,20 @@ class _KDTree:
             self.upper, grid, float(prior), chunk, out, work=n * int(grid[-1]) // 8,
         )
         return out.sum(axis=0)
+
+
+def _scan_neighbour_means(Xq, X, y, k, prior):
+    """:meth:`_KDTree.neighbour_means` by a scan of every fitted event: the same neighbours
+    (squared distances summed feature by feature from 0.0, ties to the lower row of ``X``;
+    the rule of :mod:`structcal._knn`), so the same forecasts, bit for bit."""
+    k = int(min(k, X.shape[0]))
+    dist = np.zeros((Xq.shape[0], X.shape[0]))
+    for f in range(X.shape[1]):
+        diff = X[:, f][None, :] - Xq[:, f][:, None]
+        dist += diff * diff
+    nearest = np.argsort(dist, axis=1, kind="stable")[:, :k]
+    total = y[nearest].sum(axis=1)
+    return (total + prior) / (k + 2.0 * prior)
 
 
 class _KNNRegions:
@@ -103,7 +123,11 @@ class _KNNRegions:
 
     def _positive_probability(self, X):
         Xs = np.ascontiguousarray((X - self.mean_) / self.scale_)
-        return self._tree().neighbour_means(Xs, self.n_neighbors_, _check_prior(self.prior))
+        prior = _check_prior(self.prior)
+        n, d = self.X_fit_.shape
+        if numpy_tier(Xs.shape[0] * n * (d + 8)):  # a small job: no tree, no kernel
+            return _scan_neighbour_means(Xs, self.X_fit_, self.y_fit_, self.n_neighbors_, prior)
+        return self._tree().neighbour_means(Xs, self.n_neighbors_, prior)
 
 
 class _TreeRegions:

@@ -89,8 +89,11 @@ def group_of(func):
 
 def run(groups, report=None):
     """Run the workloads of ``groups`` in this process; ``report(group)`` after each."""
+    from ._tier import forced_tier
+
     for group in groups:
-        GROUPS[group][0]()
+        with forced_tier("kernels"):  # small workloads, run on the kernels being warmed
+            GROUPS[group][0]()
         if report is not None:
             report(group)
 

@@ -14,3 +14,12 @@ def rng(request):
     """A fresh generator; tests that want several seeds parametrize over `seed`."""
     seed = getattr(request, "param", 0)
     return np.random.default_rng(seed)
+
+
+@pytest.fixture(params=["numpy", "kernels"])
+def both_tiers(request):
+    """Run the test once with the NumPy tier and once with the Numba kernels (forced)."""
+    from structcal._tier import forced_tier
+
+    with forced_tier(request.param):
+        yield request.param

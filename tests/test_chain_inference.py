@@ -22,6 +22,10 @@ from structcal.inference import (
 from structcal.inference.exact import enumerate_model, exact_chain
 
 from ._problems import random_chains
+from structcal._tier import forced_tier as forced
+
+# every test runs on both implementations of chain inference (structcal._tier)
+pytestmark = pytest.mark.usefixtures("both_tiers")
 
 CASES = [
     (n_states, shared, scale, neginf, seed)
@@ -328,6 +332,7 @@ def test_textbook_example_exact_numbers():
     np.testing.assert_allclose(r.map_score[0], np.log(0.315))
 
 
+@forced("kernels")  # the kernels' certified scaled pass and its fallback
 def test_fast_pass_used_for_moderate_potentials_and_fallback_for_extreme(rng):
     moderate = random_chains(rng, 26, [8] * 20, scale=10.0)
     assert infer(moderate).n_fallback == 0
@@ -402,6 +407,7 @@ def test_reversal_transposes_pairwise(rng):
     scale=st.sampled_from([0.1, 1.0, 50.0, 1e3]),
     seed=st.integers(0, 2**32 - 1),
 )
+
 def test_property_marginals_and_map(n_states, lengths, scale, seed):
     rng = np.random.default_rng(seed)
     p = random_chains(rng, n_states, lengths, scale=scale, shared=bool(seed % 2))

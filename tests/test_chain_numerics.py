@@ -25,6 +25,10 @@ from structcal.inference import (
 )
 from structcal.inference.exact import exact_chain
 from structcal.prediction import StructuredPrediction
+from structcal._tier import forced_tier as forced
+
+# every test runs on both implementations of chain inference (structcal._tier)
+pytestmark = pytest.mark.usefixtures("both_tiers")
 
 SCALES = [1.0, 10.0, 100.0, 300.0, 1e3, 1e4]
 
@@ -292,6 +296,7 @@ def check_events(p):
 # --------------------------------------------------------------------------- the reproducers
 
 
+@forced("kernels")  # the kernels' certified scaled pass and its fallback
 def test_issue_15_reproducer_lost_state_made_dominant_later():
     unary = np.array([[-370.0, 190.0], [-446.0, 344.0], [-16.0, -432.0], [-186.0, -213.0]])
     pairwise = np.array([[[-160.0, 122.0], [202.0, -242.0]],
@@ -341,6 +346,7 @@ def test_certificate_is_not_fooled_by_a_state_revived_after_many_steps():
     np.testing.assert_allclose(lp, ref.score(np.ones(L, dtype=np.int64)) - logz, atol=1e-9)
 
 
+@forced("kernels")  # the kernels' certified scaled pass and its fallback
 def test_moderate_potentials_stay_on_the_scaled_pass():
     """The certificate is not so conservative that ordinary models lose the fast pass."""
     rng = np.random.default_rng(0)
@@ -350,6 +356,7 @@ def test_moderate_potentials_stay_on_the_scaled_pass():
     assert infer(p).n_fallback == 0
 
 
+@forced("kernels")  # the kernels' certified scaled pass and its fallback
 def test_extreme_steps_fall_back_and_stay_exact():
     rng = np.random.default_rng(1)
     p = random_batch(rng, 300, scale=1e4, shared=False, neginf=0.2, K=3, min_len=2)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._estimator import ParamsMixin
-from ._kernels import pav
 
 __all__ = ["InterpolatedMap", "IsotonicMap", "isotonic_fit"]
 
@@ -57,6 +56,8 @@ def isotonic_fit(s, outcome, w, prior=0.0):
     a Beta(prior, prior) prior, and the shrunk steps are made monotone again by a second
     pool-adjacent-violators pass (weights ``n + 2 prior``).
     """
+    from ._kernels import pav  # Numba: imported by fits only
+
     keep = w > 0
     s, outcome, w = s[keep], outcome[keep], w[keep]
     x, inverse = np.unique(s, return_inverse=True)

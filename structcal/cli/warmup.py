@@ -162,9 +162,11 @@ def _n_workers() -> int:
 def _warm_one(name):
     """Run one path's workload: ``(seconds, kernels compiled, compile seconds)``."""
     from .._progress import compile_monitor
+    from .._tier import forced_tier
 
     t0 = time.perf_counter()
-    with compile_monitor(False) as jit, warnings.catch_warnings():
+    # the workloads are small: forced onto the kernels, which are what is being warmed
+    with compile_monitor(False) as jit, warnings.catch_warnings(), forced_tier("kernels"):
         warnings.simplefilter("ignore")   # the workloads' data are not the point
         PATHS[name][0]()
     return time.perf_counter() - t0, int(jit.n_compiled), float(jit.seconds)

@@ -97,6 +97,7 @@ from .._simd import (
     LANES, data_pointer, fma, semiring_step, semiring_times, vhmax, vhmin, vload, vsplat, vstore,
     vsum, where_ge,
 )
+from ._chain_numpy import STATUS_FALLBACK, STATUS_INFEASIBLE, STATUS_OK, STATUS_PENDING  # noqa: F401
 
 _NEG_INF = -np.inf
 _INF = np.inf
@@ -111,11 +112,6 @@ _LOG_FLOOR = -680.0
 #: exp(-380) * exp(-300) = exp(_LOG_FLOOR).
 _LO_SURE = -300.0
 _AMIN_SURE = math.exp(_LOG_FLOOR - _LO_SURE)
-
-STATUS_OK = 0
-STATUS_INFEASIBLE = 1
-STATUS_FALLBACK = 2
-STATUS_PENDING = 3
 
 
 # --------------------------------------------------------------------------- helpers

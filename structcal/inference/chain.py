@@ -1,7 +1,9 @@
 """Exact inference on batches of linear chains.
 
 Every function takes a :class:`~structcal.potentials.ChainPotentials` and runs one Numba
-kernel over all chains in parallel. Results are small documented objects.
+kernel over all chains in parallel, or, for a small batch, the same computation in NumPy
+(:mod:`structcal._tier`), which needs no kernel compiled or loaded. Results are small
+documented objects.
 """
 
 from __future__ import annotations
@@ -9,13 +11,16 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from .._validation import as_bool_array, as_int_array, check_int, check_offsets, describe
 from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError, PrecisionWarning
 from ..potentials import ChainPotentials
-from . import _chain
+from . import _chain_numpy
+from .._tier import LazyModule, numpy_tier
+from ._chain_numpy import STATUS_FALLBACK, STATUS_INFEASIBLE, STATUS_OK, STATUS_PENDING
+
+_chain = LazyModule("structcal.inference._chain")  # the Numba kernels
 
 __all__ = [
     "ChainInference",
@@ -94,6 +99,8 @@ class KBestResult:
 
 
 def _chunk(n_chains: int) -> int:
+    import numba
+
     threads = numba.get_num_threads()
     return int(max(1, min(64, -(-n_chains // (8 * threads)))))
 
@@ -121,7 +128,7 @@ def _check_potentials(potentials) -> ChainPotentials:
 
 
 def _raise_infeasible(status, what="potentials"):
-    bad = np.flatnonzero(status == _chain.STATUS_INFEASIBLE)
+    bad = np.flatnonzero(status == STATUS_INFEASIBLE)
     if bad.size:
         raise InfeasibleError(
             f"chain(s) {bad[:10].tolist()}{'...' if bad.size > 10 else ''} of `{what}` have no "
@@ -192,7 +199,7 @@ def _log_partition(p: ChainPotentials, chains=None) -> np.ndarray:
         p, uniq, np.zeros(uniq.shape[0] + 1, np.int64), np.zeros(0, np.int64),
         np.zeros((0, p.n_states), bool),
     )
-    _raise_infeasible(np.where(logz == -np.inf, _chain.STATUS_INFEASIBLE, _chain.STATUS_OK))
+    _raise_infeasible(np.where(logz == -np.inf, STATUS_INFEASIBLE, STATUS_OK))
     _warn_precision(logz, p.lengths[uniq])
     return logz[inverse]
 
@@ -264,24 +271,13 @@ def infer(
     marginals = bool(marginals or edge_marginals)
     pw, stride = p._pairwise3()
     K = p.n_states
-    E, ET, colmax, spread = _scaled_exponentials(pw, stride, marginals)
-    labels = np.zeros(p.n_tokens, dtype=np.int64)
-    scores = np.zeros(p.n_chains)
-    logz = np.zeros(p.n_chains)
-    marg = np.empty((p.n_tokens, K)) if marginals else np.empty((0, K))
-    edge = np.empty((p.n_edges, K, K)) if edge_marginals else np.empty((0, K, K))
-    status = np.zeros(p.n_chains, dtype=np.int64)
-    _chain.infer_batch(
-        p.unary, p.offsets, p.edge_offsets, pw, stride, E, ET, colmax, spread,
-        bool(map), marginals, bool(edge_marginals), _chunk(p.n_chains),
-        labels, scores, logz, marg, edge, status, work=p.n_tokens,
-    )
-    pending = np.flatnonzero(status == _chain.STATUS_PENDING)
-    if pending.size:  # not certified by the scaled pass: the exact log-space pass
-        _chain.log_space_batch(
-            p.unary, p.offsets, p.edge_offsets, pw, stride, pending, bool(edge_marginals),
-            scores, logz, marg, edge, status, work=8 * int(p.lengths[pending].sum()),
-        )
+    if numpy_tier(p.n_tokens * K * K):
+        labels, scores, logz, marg, edge, status = _chain_numpy.infer(
+            p.unary, p.offsets, p.edge_offsets, pw, stride, bool(map), marginals,
+            bool(edge_marginals))
+    else:
+        labels, scores, logz, marg, edge, status = _infer_kernels(
+            p, pw, stride, bool(map), marginals, bool(edge_marginals))
     _raise_infeasible(status)
     if marginals:
         _warn_precision(logz, p.lengths)
@@ -291,8 +287,31 @@ def infer(
         log_partition=logz if marginals else None,
         marginals=marg if marginals else None,
         edge_marginals=edge if edge_marginals else None,
-        n_fallback=int(np.count_nonzero(status == _chain.STATUS_FALLBACK)),
+        n_fallback=int(np.count_nonzero(status == STATUS_FALLBACK)),
     )
+
+
+def _infer_kernels(p, pw, stride, do_map, marginals, edge_marginals):
+    K = p.n_states
+    E, ET, colmax, spread = _scaled_exponentials(pw, stride, marginals)
+    labels = np.zeros(p.n_tokens, dtype=np.int64)
+    scores = np.zeros(p.n_chains)
+    logz = np.zeros(p.n_chains)
+    marg = np.empty((p.n_tokens, K)) if marginals else np.empty((0, K))
+    edge = np.empty((p.n_edges, K, K)) if edge_marginals else np.empty((0, K, K))
+    status = np.zeros(p.n_chains, dtype=np.int64)
+    _chain.infer_batch(
+        p.unary, p.offsets, p.edge_offsets, pw, stride, E, ET, colmax, spread,
+        do_map, marginals, edge_marginals, _chunk(p.n_chains),
+        labels, scores, logz, marg, edge, status, work=p.n_tokens,
+    )
+    pending = np.flatnonzero(status == STATUS_PENDING)
+    if pending.size:  # not certified by the scaled pass: the exact log-space pass
+        _chain.log_space_batch(
+            p.unary, p.offsets, p.edge_offsets, pw, stride, pending, edge_marginals,
+            scores, logz, marg, edge, status, work=8 * int(p.lengths[pending].sum()),
+        )
+    return labels, scores, logz, marg, edge, status
 
 
 def viterbi(potentials: ChainPotentials) -> ChainInference:
@@ -385,6 +404,9 @@ def kbest(potentials: ChainPotentials, k: int = 2) -> KBestResult:
     p = _check_potentials(potentials)
     k = check_int(k, "k", low=1)
     pw, stride = p._pairwise3()
+    if numpy_tier(p.n_tokens * p.n_states * p.n_states * k):
+        labels, scores, found = _chain_numpy.kbest(p.unary, p.offsets, p.edge_offsets, pw, stride, k)
+        return KBestResult(labels=labels, scores=scores, n_found=found)
     labels = np.full((k, p.n_tokens), -1, dtype=np.int64)
     scores = np.empty((p.n_chains, k))
     found = np.zeros(p.n_chains, dtype=np.int64)
@@ -413,6 +435,8 @@ def score_labelings(potentials: ChainPotentials, labels) -> np.ndarray:
     p = _check_potentials(potentials)
     labels = _labels_iv(p, labels)
     pw, stride = p._pairwise3()
+    if numpy_tier(p.n_tokens):
+        return _chain_numpy.score(p.unary, p.offsets, p.edge_offsets, pw, stride, labels)
     out = np.empty(p.n_chains)
     _chain.score_batch(p.unary, p.offsets, p.edge_offsets, pw, stride, labels, out, work=p.n_tokens // 8)
     return out
@@ -486,11 +510,15 @@ def pseudo_marginals(potentials: ChainPotentials, labels) -> np.ndarray:
     p = _check_potentials(potentials)
     labels = _labels_iv(p, labels)
     pw, stride = p._pairwise3()
-    out = np.empty((p.n_tokens, p.n_states))
-    bad = np.zeros(p.n_chains, dtype=np.int64)
-    _chain.pseudo_marginals_batch(
-        p.unary, p.offsets, p.edge_offsets, pw, stride, labels, out, bad, work=p.n_tokens
-    )
+    if numpy_tier(p.n_tokens * p.n_states):
+        out, bad = _chain_numpy.pseudo_marginals(p.unary, p.offsets, p.edge_offsets, pw, stride,
+                                                 labels)
+    else:
+        out = np.empty((p.n_tokens, p.n_states))
+        bad = np.zeros(p.n_chains, dtype=np.int64)
+        _chain.pseudo_marginals_batch(
+            p.unary, p.offsets, p.edge_offsets, pw, stride, labels, out, bad, work=p.n_tokens
+        )
     if bad.any():
         c = int(np.flatnonzero(bad)[0])
         raise InfeasibleError(
@@ -548,6 +576,9 @@ def constrained_log_partition(
             f"(length {lengths[i]}) in query {q}"
         )
     pw, stride = p._pairwise3()
+    if numpy_tier(int(p.lengths[chains].sum()) * p.n_states * p.n_states):
+        return _chain_numpy.constrained_log_partition(
+            p.unary, p.offsets, p.edge_offsets, pw, stride, chains, q_offsets, positions, allowed)
     E, _, colmax, spread = _scaled_exponentials(pw, stride, True)
     out = np.empty(n_q)
     pending = np.zeros(n_q, dtype=bool)

@@ -35,8 +35,12 @@ from .._validation import (
 from .. import exceptions
 from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError
 from ..potentials import GraphPotentials
-from . import _graph, _grid
-from ._chain import scaled_exponentials
+from .._tier import LazyModule
+
+# the Numba kernels, imported on first use
+_graph = LazyModule("structcal.inference._graph")
+_grid = LazyModule("structcal.inference._grid")
+_chain = LazyModule("structcal.inference._chain")
 
 __all__ = [
     "GraphInference",
@@ -609,8 +613,8 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
             and not p.is_forest.any()):
         return _run_bp_grid(p, damping, tol, max_iter, do_edge)
     if mode == _graph.MODE_SUM and kind == _graph.KIND_MATRIX:
-        EF, _, cF, _ = scaled_exponentials(pwT)
-        ER, _, cR, _ = scaled_exponentials(pw)
+        EF, _, cF, _ = _chain.scaled_exponentials(pwT)
+        ER, _, cR, _ = _chain.scaled_exponentials(pw)
     else:
         EF = ER = np.empty((0, K, K))
         cF = cR = np.empty((0, K))

@@ -1,0 +1,281 @@
+"""Chain inference in NumPy for small batches: no kernel to compile or load.
+
+The same results as the Numba kernels of :mod:`structcal.inference._chain` on a batch of
+chains padded to its longest one (``(n_chains, length, K)``), vectorised over chains:
+
+- Viterbi and k-best are max-plus recursions with the kernels' tie rules (the first
+  best label; equal k-best scores in the order the recursion meets them), so their
+  labels and scores are identical to the kernels', bit for bit;
+- forward-backward, the constrained log-partition and pseudo-marginals are computed in
+  log space with messages normalised at every step (the kernels' exact fallback pass),
+  so they equal the kernels' results up to rounding (relative 1e-12 in the tests).
+
+Which implementation runs is decided by :mod:`structcal._tier`; inputs are trusted
+(checked by the public functions of :mod:`structcal.inference.chain`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# status of a chain after inference (shared with the kernels)
+STATUS_OK = 0
+STATUS_INFEASIBLE = 1
+STATUS_FALLBACK = 2
+STATUS_PENDING = 3
+
+
+def _lse(x, axis):
+    """``log(sum(exp(x)))`` along ``axis``, ``-inf`` where every entry is ``-inf``."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(x - m), axis=axis)) + np.squeeze(m, axis=axis)
+
+
+class _Padded:
+    """A batch (or a selection of its chains) padded to its longest chain."""
+
+    def __init__(self, unary, offsets, edge_offsets, pw, stride, chains=None):
+        if chains is None:
+            chains = np.arange(offsets.shape[0] - 1)
+        self.chains = chains
+        self.starts = offsets[chains]
+        self.lengths = offsets[chains + 1] - self.starts
+        self.T = int(self.lengths.max()) if chains.shape[0] else 0
+        B, K = chains.shape[0], unary.shape[1]
+        pos = np.arange(self.T)
+        self.valid = pos[None, :] < self.lengths[:, None]
+        rows = np.where(self.valid, self.starts[:, None] + pos[None, :], 0)
+        self.U = np.where(self.valid[:, :, None], unary[rows], 0.0) if B else np.zeros((0, 0, K))
+        self.pw, self.stride, self.e0 = pw, stride, edge_offsets[chains]
+
+    def matrix(self, t):
+        """The pairwise matrix of edge ``t`` (positions ``t``, ``t + 1``) of each chain:
+        ``(n_chains, K, K)``, or ``(1, K, K)`` when the batch shares one."""
+        if self.stride == 0:
+            return self.pw[:1]
+        e = np.minimum(self.e0 + t, self.pw.shape[0] - 1)  # past a chain's end: unused
+        return self.pw[e]
+
+
+def forward(P):
+    """Normalised forward messages ``(n_chains, T, K)`` and the log-partitions."""
+    B, T = P.U.shape[0], P.T
+    K = P.U.shape[2]
+    alpha = np.zeros((B, T, K))
+    logz = np.zeros(B)
+    if T == 0:
+        return alpha, logz
+    a = P.U[:, 0]
+    for t in range(T):
+        live = P.lengths > t
+        if t > 0:  # a chain past its end keeps its last message
+            a = np.where(live[:, None], _lse(a[:, :, None] + P.matrix(t - 1), axis=1)
+                         + P.U[:, t], a)
+        n = np.where(live, _lse(a, axis=1), 0.0)
+        a = a - np.where(np.isfinite(n), n, 0.0)[:, None]
+        logz = logz + n
+        alpha[:, t] = a
+    return alpha, logz
+
+
+def infer(unary, offsets, edge_offsets, pw, stride, do_map, do_marg, do_edge):
+    """``(labels, scores, logz, marg, edge, status)`` as :func:`_chain.infer_batch` gives
+    them (with no chain pending)."""
+    P = _Padded(unary, offsets, edge_offsets, pw, stride)
+    n_tokens, K = unary.shape
+    B = P.lengths.shape[0]
+    labels = np.zeros(n_tokens, dtype=np.int64)
+    scores = np.zeros(B)
+    logz = np.zeros(B)
+    marg = np.empty((n_tokens, K)) if do_marg else np.empty((0, K))
+    edge = np.empty((edge_offsets[-1], K, K)) if do_edge else np.empty((0, K, K))
+    status = np.zeros(B, dtype=np.int64)
+    if do_map:
+        lab, scores = viterbi(P)
+        labels[:] = lab
+        status[scores == -np.inf] = STATUS_INFEASIBLE
+    if do_marg:
+        alpha, logz = forward(P)
+        logz = np.where(P.lengths > 0, logz, 0.0)
+        feasible = logz > -np.inf
+        status[~feasible] = STATUS_INFEASIBLE
+        if do_map:
+            scores = np.where(feasible, scores, -np.inf)
+        beta = _backward(P)
+        m = alpha + beta
+        with np.errstate(invalid="ignore"):  # infeasible chains: raised by the caller
+            m = np.exp(m - _lse(m, axis=2)[:, :, None])
+        marg[:] = m[P.valid]
+        if do_edge:
+            _edge_marginals(P, alpha, beta, edge)
+    return labels, scores, logz, marg, edge, status
+
+
+def _backward(P):
+    B, T, K = P.U.shape
+    beta = np.zeros((B, T, K))
+    b = np.zeros((B, K))
+    for t in range(T - 2, -1, -1):
+        x = _lse(P.matrix(t) + (P.U[:, t + 1] + b)[:, None, :], axis=2)
+        x = x - np.where(np.isfinite(n := _lse(x, axis=1)), n, 0.0)[:, None]
+        b = np.where((P.lengths > t + 1)[:, None], x, 0.0)
+        beta[:, t] = b
+    return beta
+
+
+def _edge_marginals(P, alpha, beta, edge):
+    B, T, K = P.U.shape
+    for t in range(T - 1):
+        live = np.flatnonzero(P.lengths > t + 1)
+        if live.size == 0:
+            break
+        M = P.matrix(t)
+        M = M if M.shape[0] == 1 else M[live]
+        x = (alpha[live, t][:, :, None] + M
+             + (P.U[live, t + 1] + beta[live, t + 1])[:, None, :])
+        flat = x.reshape(live.shape[0], K * K)
+        with np.errstate(invalid="ignore"):
+            flat = np.exp(flat - _lse(flat, axis=1)[:, None])
+        edge[P.e0[live] + t] = flat.reshape(-1, K, K)
+
+
+def viterbi(P):
+    """MAP labels (laid end to end) and scores, with the kernel's first-best tie rule."""
+    B, T, K = P.U.shape
+    lab = np.zeros(int(P.lengths.sum()), dtype=np.int64)
+    scores = np.zeros(B)
+    if T == 0:
+        return lab, scores
+    v = np.empty((B, T, K))
+    v[:, 0] = P.U[:, 0]
+    for t in range(1, T):  # a chain past its end keeps its last row
+        v[:, t] = np.where((P.lengths > t)[:, None],
+                           (v[:, t - 1][:, :, None] + P.matrix(t - 1)).max(axis=1) + P.U[:, t],
+                           v[:, t - 1])
+    live = P.lengths > 0
+    last = np.maximum(P.lengths - 1, 0)
+    rows = np.arange(B)
+    y = np.zeros((B, T), dtype=np.int64)
+    cur = np.argmax(v[rows, last], axis=1)
+    scores = np.where(live, v[rows, last, cur], 0.0)
+    y[rows, last] = cur
+    for t in range(T - 2, -1, -1):
+        act = P.lengths > t + 1
+        nxt = y[:, t + 1]
+        M = P.matrix(t)
+        col = M[0][:, nxt].T if M.shape[0] == 1 else M[rows, :, nxt]
+        y[:, t] = np.where(act, np.argmax(v[:, t] + col, axis=1), y[:, t])
+    lab[:] = y[P.valid]
+    return lab, scores
+
+
+def kbest(unary, offsets, edge_offsets, pw, stride, k):
+    """``(labels (k, n_tokens), scores (n_chains, k), found)`` as :func:`_chain.kbest_batch`:
+    equal scores in the order the kernel's recursion meets them."""
+    P = _Padded(unary, offsets, edge_offsets, pw, stride)
+    B, T, K = P.U.shape
+    n_tokens = unary.shape[0]
+    labels = np.full((k, n_tokens), -1, dtype=np.int64)
+    scores = np.full((B, k), -np.inf)
+    found = np.zeros(B, dtype=np.int64)
+    if B == 0:
+        return labels, scores, found
+    empty = P.lengths == 0
+    scores[empty, 0] = 0.0
+    found[empty] = 1
+    if T == 0:
+        return labels, scores, found
+    S = np.full((B, T, K, k), -np.inf)
+    BI = np.full((B, T, K, k), -1, dtype=np.int64)
+    BR = np.full((B, T, K, k), -1, dtype=np.int64)
+    S[:, 0, :, 0] = P.U[:, 0]
+    for t in range(1, T):
+        # candidates for state j: S[t-1, i, r0] + pw[i, j], met in (i, r0) order
+        cand = S[:, t - 1][:, :, :, None] + P.matrix(t - 1)[:, :, None, :]  # (B, i, r0, j)
+        cand = np.moveaxis(cand, 3, 1).reshape(B, K, K * k)
+        order = np.argsort(-cand, axis=2, kind="stable")[:, :, :k]
+        top = np.take_along_axis(cand, order, axis=2)
+        ok = top > -np.inf
+        S[:, t] = np.where((P.lengths > t)[:, None, None], top + P.U[:, t][:, :, None], -np.inf)
+        BI[:, t] = np.where(ok, order // k, -1)
+        BR[:, t] = np.where(ok, order % k, -1)
+    rows = np.arange(B)
+    last = np.maximum(P.lengths - 1, 0)
+    fin = S[rows, last].reshape(B, K * k)
+    order = np.argsort(-fin, axis=1, kind="stable")[:, :k]
+    val = np.take_along_axis(fin, order, axis=1)
+    live = ~empty
+    scores[live] = val[live]
+    found[live] = (val[live] > -np.inf).sum(axis=1)
+    for q in range(min(k, K * k)):
+        j = order[:, q] // k
+        r = order[:, q] % k
+        ok = live & (val[:, q] > -np.inf)
+        y = np.full((B, T), -1, dtype=np.int64)
+        for t in range(T - 1, -1, -1):
+            at = ok & (t <= last)
+            y[at, t] = j[at]
+            step = at & (t > 0)
+            if t > 0:
+                jn = np.where(step, BI[rows, t, j, r], j)
+                rn = np.where(step, BR[rows, t, j, r], r)
+                j, r = jn, rn
+        out = np.full((B, T), -1, dtype=np.int64)
+        out[ok] = y[ok]
+        labels[q] = out[P.valid]
+    return labels, scores, found
+
+
+def score(unary, offsets, edge_offsets, pw, stride, labels):
+    """Unnormalised log-score of one labeling per chain, as :func:`_chain.score_batch`
+    (the same sums in the same order: a chain's unary terms, then its edges')."""
+    n_tokens = unary.shape[0]
+    lengths = np.diff(offsets)
+    chain = np.repeat(np.arange(lengths.shape[0]), lengths)
+    pos = np.arange(n_tokens) - offsets[chain]
+    i = np.flatnonzero(pos > 0)  # the edge into token i
+    edges = pw[(edge_offsets[chain[i]] + pos[i] - 1) * stride, labels[i - 1], labels[i]]
+    terms = np.concatenate([unary[np.arange(n_tokens), labels], edges])
+    return np.bincount(np.concatenate([chain, chain[i]]), weights=terms,
+                       minlength=lengths.shape[0])
+
+
+def pseudo_marginals(unary, offsets, edge_offsets, pw, stride, labels):
+    """``(out, bad)`` as :func:`_chain.pseudo_marginals_batch`."""
+    n_tokens, K = unary.shape
+    lengths = np.diff(offsets)
+    chain = np.repeat(np.arange(lengths.shape[0]), lengths)
+    pos = np.arange(n_tokens) - offsets[chain]
+    x = unary.copy()
+    has_prev = pos > 0
+    has_next = pos < lengths[chain] - 1
+    e = (edge_offsets[chain] + pos - 1) * stride
+    i = np.flatnonzero(has_prev)
+    x[i] += pw[e[i], labels[i - 1], :]
+    i = np.flatnonzero(has_next)
+    x[i] += pw[e[i] + stride, :, labels[i + 1]]
+    mx = x.max(axis=1) if n_tokens else np.zeros(0)
+    dead = mx == -np.inf
+    out = np.exp(x - np.where(dead, 0.0, mx)[:, None])
+    out /= np.where(dead, 1.0, out.sum(axis=1))[:, None]
+    out[dead] = 0.0
+    bad = np.zeros(lengths.shape[0], dtype=np.int64)
+    for t in np.flatnonzero(dead)[::-1]:  # the first dead position of each chain wins
+        bad[chain[t]] = pos[t] + 1
+    return out, bad
+
+
+def constrained_log_partition(unary, offsets, edge_offsets, pw, stride, chains, q_offsets,
+                              positions, allowed):
+    """Log-partition of each query's chain with its constraints (labels outside
+    ``allowed`` forbidden at ``positions``), as :func:`_chain.constrained_log_partition_batch`."""
+    P = _Padded(unary, offsets, edge_offsets, pw, stride, chains)
+    if positions.shape[0]:
+        q = np.repeat(np.arange(chains.shape[0]), np.diff(q_offsets))
+        forbid = np.zeros(P.U.shape, dtype=bool)
+        np.logical_or.at(forbid, (q, positions), ~allowed)
+        P.U = np.where(forbid, -np.inf, P.U)
+    _, logz = forward(P)
+    return np.where(P.lengths > 0, logz, 0.0)

@@ -1,0 +1,117 @@
+"""The NumPy tier of chain inference, the k-NN maps and the shift statistics equals the
+Numba kernels: labels, neighbours and statistics bit for bit, probabilities to 1e-12."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from structcal import ChainPotentials
+from structcal._tier import SMALL_WORK, forced_tier, numpy_tier
+from structcal.exceptions import InfeasibleError, ParameterError, PrecisionWarning
+from structcal.inference import chain as ci
+
+
+def _problem(seed, *, shared, scale=3.0, forbid=0.0, ties=False, K=None):
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(1, 6)) if K is None else K
+    lengths = rng.integers(0, 7, size=int(rng.integers(1, 6)))
+    n, n_edges = int(lengths.sum()), int(np.maximum(lengths - 1, 0).sum())
+
+    def draw(shape):
+        x = rng.integers(-2, 3, size=shape).astype(float) if ties else rng.normal(size=shape) * scale
+        if forbid:
+            x[rng.random(shape) < forbid] = -np.inf
+        return x
+
+    unary = draw((n, K))
+    pairwise = draw((K, K)) if shared else draw((n_edges, K, K))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    return ChainPotentials(unary, offsets, pairwise)
+
+
+SETTINGS = [
+    dict(shared=True), dict(shared=False), dict(shared=True, ties=True),
+    dict(shared=False, ties=True), dict(shared=True, forbid=0.3), dict(shared=False, forbid=0.3),
+    dict(shared=True, scale=1e3), dict(shared=False, scale=1e150),
+]
+
+
+def _both(f):
+    out = {}
+    for tier in ("numpy", "kernels"):
+        with forced_tier(tier), warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrecisionWarning)  # the 1e150 setting
+            try:
+                out[tier] = f()
+            except InfeasibleError as e:
+                out[tier] = type(e)
+    return out["numpy"], out["kernels"]
+
+
+def _close(a, b, scale):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape
+    same_inf = np.isinf(a) == np.isinf(b)
+    assert same_inf.all() and (a[np.isinf(a)] == b[np.isinf(b)]).all()
+    fin = np.isfinite(a)
+    np.testing.assert_allclose(a[fin], b[fin], rtol=1e-12, atol=1e-12 * scale)
+
+
+@pytest.mark.parametrize("setting", range(len(SETTINGS)))
+@pytest.mark.parametrize("seed", range(25))
+def test_inference_tiers_agree(setting, seed):
+    kw = SETTINGS[setting]
+    p = _problem(seed, **kw)
+    scale = max(1.0, float(np.abs(p.unary[np.isfinite(p.unary)]).max(initial=0.0)),
+                float(np.abs(p.pairwise[np.isfinite(p.pairwise)]).max(initial=0.0)))
+    a, b = _both(lambda: ci.infer(p, edge_marginals=True))
+    if a is InfeasibleError or b is InfeasibleError:
+        assert a is b
+    else:
+        np.testing.assert_array_equal(a.map_labels, b.map_labels)
+        np.testing.assert_array_equal(a.map_score, b.map_score)
+        _close(a.log_partition, b.log_partition, scale * max(p.n_tokens, 1))
+        _close(a.marginals, b.marginals, 1.0)
+        _close(a.edge_marginals, b.edge_marginals, 1.0)
+    a, b = _both(lambda: ci.viterbi(p))
+    if a is InfeasibleError or b is InfeasibleError:
+        assert a is b
+    else:
+        np.testing.assert_array_equal(a.map_labels, b.map_labels)
+        np.testing.assert_array_equal(a.map_score, b.map_score)
+    for k in (1, 3, 7):
+        a, b = _both(lambda: ci.kbest(p, k))
+        np.testing.assert_array_equal(a.labels, b.labels)
+        np.testing.assert_array_equal(a.scores, b.scores)
+        np.testing.assert_array_equal(a.n_found, b.n_found)
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, p.n_states, size=p.n_tokens)
+    a, b = _both(lambda: ci.score_labelings(p, labels))
+    np.testing.assert_array_equal(a, b)
+    a, b = _both(lambda: ci.pseudo_marginals(p, labels))
+    if a is InfeasibleError or b is InfeasibleError:
+        assert a is b
+    else:
+        _close(a, b, 1.0)
+    # constrained log-partition: a few random queries with random allowed sets
+    n_q = 6
+    chains = rng.integers(0, p.n_chains, size=n_q)
+    counts = np.array([rng.integers(0, p.lengths[c] + 1) for c in chains])
+    positions = np.concatenate([rng.choice(p.lengths[c], size=m, replace=False)
+                                for c, m in zip(chains, counts)]).astype(np.int64)
+    allowed = rng.random((positions.shape[0], p.n_states)) < 0.6
+    q_off = np.concatenate([[0], np.cumsum(counts)])
+    a, b = _both(lambda: ci.constrained_log_partition(p, chains, q_off, positions, allowed))
+    _close(a, b, scale * max(p.n_tokens, 1))
+
+
+def test_the_tier_follows_the_size_of_the_work():
+    assert numpy_tier(SMALL_WORK) and not numpy_tier(SMALL_WORK + 1)
+    with forced_tier("kernels"):
+        assert not numpy_tier(1)
+        with forced_tier("numpy"):
+            assert numpy_tier(10 * SMALL_WORK)
+    with pytest.raises(ParameterError, match="tier"):
+        with forced_tier("fast"):
+            pass
