@@ -11,6 +11,8 @@ from structcal.events import (
     AllEntitiesCorrect,
     ContainsEntity,
     EntitySpans,
+    MAPEvent,
+    MarginalEvent,
     build_events,
     entity_table,
 )
@@ -342,6 +344,17 @@ def test_gold_in_another_scheme_is_refused():
                  features=["raw"])
     with pytest.raises(ParameterError, match="invalid_gold"):
         EntitySpans(bio, invalid_gold="ignore")
+    # token kinds compare tags position by position: given the scheme, they refuse too
+    for kind in (MAPEvent(tag_scheme=bio), MarginalEvent(tag_scheme=bio)):
+        with pytest.raises(ParameterError, match=r"not valid BIO.*convert"):
+            build_events(pred, [kind], y_true=gold_iob1, features=["raw"])
+        t = build_events(pred, [kind], y_true=back, features=["raw"])
+        assert t.outcome.all()  # the converted gold is what the model predicts
+    # without a scheme they cannot know (documented): IOB1 gold counts right tags wrong
+    t = build_events(pred, [MarginalEvent()], y_true=gold_iob1, features=["raw"])
+    assert not t.outcome.all()
+    with pytest.raises(ParameterTypeError, match="tag_scheme"):
+        MarginalEvent(tag_scheme="BIO")
 
 
 def test_bio_tag_names_are_refused_as_bioes_or_bilou():

@@ -57,7 +57,8 @@ _SCRIPT = textwrap.dedent(
 
 
 def test_concurrent_calls_under_the_workqueue_layer():
-    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2",
+               STRUCTCAL_TIER="kernels")  # the batch would otherwise run in NumPy
     out = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "workqueue"

@@ -179,14 +179,55 @@ class EventKind:
         """Check the kind's own parameters (subclasses with parameters override this)."""
 
 
-class MAPEvent(EventKind):
-    """``E = {MAP(x)}``: "the whole predicted labeling is correct" (one per input)."""
+class _TokenKind(EventKind):
+    """A kind whose outcome compares the labels position by position, optionally in a
+    tag scheme whose gold sequences must be valid (see :class:`MAPEvent`)."""
+
+    tag_scheme = None  # (kinds saved before the parameter existed load with None)
+
+    def __init__(self, tag_scheme=None):
+        self.tag_scheme = tag_scheme
+        self._check_parameters()
+
+    def _check_parameters(self):
+        from ..adapters.tagging import TagScheme
+
+        if self.tag_scheme is not None and not isinstance(self.tag_scheme, TagScheme):
+            raise ParameterTypeError(
+                f"`tag_scheme` must be a TagScheme or None; got {describe(self.tag_scheme)}")
+
+    def _gold(self, pred, y_true):
+        if self.tag_scheme is not None:
+            self.tag_scheme.check_gold(y_true, pred.item_offsets)
+        return y_true
+
+    def __repr__(self) -> str:
+        scheme = "" if self.tag_scheme is None else f"tag_scheme={self.tag_scheme!r}"
+        return f"{type(self).__name__}({scheme})"
+
+
+_TOKEN_SCHEME_DOC = """
+    Parameters
+    ----------
+    tag_scheme : TagScheme, optional
+        When the labels are entity tags, the model's tag scheme: gold labelings must then
+        be valid in it. The outcome compares tags position by position, so gold tags in
+        another scheme (IOB1 gold for a BIO model: ``I-PER`` where the model says
+        ``B-PER``) would count right predictions as wrong; with ``tag_scheme`` they are
+        refused, with a note on how to convert them. Entity kinds always check their gold.
+"""
+
+
+class MAPEvent(_TokenKind):
+    __doc__ = """``E = {MAP(x)}``: "the whole predicted labeling is correct" (one per input).
+""" + _TOKEN_SCHEME_DOC
 
     scope = "item"
     name = "map"
     contains_map = True
 
     def outcomes(self, pred, events, y_true):
+        y_true = self._gold(pred, y_true)
         return (_count_per_item(pred, y_true != pred.map_labels) == 0)[events.item]
 
     def probabilities(self, pred, events):
@@ -196,8 +237,9 @@ class MAPEvent(EventKind):
         return np.ones(len(events), dtype=bool)
 
 
-class MarginalEvent(EventKind):
-    """``E_j = {y : y_j = MAP(x)_j}``: "position j is correct" (one per position)."""
+class MarginalEvent(_TokenKind):
+    __doc__ = """``E_j = {y : y_j = MAP(x)_j}``: "position j is correct" (one per position).
+""" + _TOKEN_SCHEME_DOC
 
     scope = "node"
     name = "marginal"
@@ -209,6 +251,7 @@ class MarginalEvent(EventKind):
         return EventInstances(pred.item_index, node, pred.map_labels.copy())
 
     def outcomes(self, pred, events, y_true):
+        y_true = self._gold(pred, y_true)
         return y_true[events.node] == events.label
 
     def probabilities(self, pred, events):
