@@ -146,7 +146,7 @@ for x in token_features(sents):
     out.append([tagger.marginal(t, i) for i, t in enumerate(tags)])
 """
 FILE_SCENARIOS = ("cli_apply", "pycrfsuite_tag")
-# scenarios that run no structcal kernel: the child does not import Numba to watch them
+# scenarios that cannot run a structcal kernel: nothing to watch
 WITHOUT_NUMBA = ("import", "pycrfsuite_tag")
 
 
@@ -185,6 +185,29 @@ def _prepare_files(folder):
 PHASES = ("wall", "cpu", "import", "compile", "cache_load", "rest")
 
 
+class _AfterImport:
+    """Meta-path hook: run ``then()`` right after module ``name`` is first executed."""
+
+    def __init__(self, name, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        run, then = spec.loader.exec_module, self.then
+
+        def exec_module(module):
+            run(module)
+            then()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 def child(name):
     """Run one scenario in this (fresh) process and print its phase times as JSON."""
     t_start = time.perf_counter()
@@ -198,44 +221,53 @@ def child(name):
         exec(compile("\n".join(lines[n_import:]), name, "exec"), namespace)
         t_end = time.perf_counter()
         print(json.dumps({"import": t1 - t_start, "compile": 0.0, "cache_load": 0.0,
-                          "rest": t_end - t1, "n_compiled": 0, "n_loaded": 0}))
+                          "rest": t_end - t1, "n_compiled": 0, "n_loaded": 0,
+                          "numba": int("numba" in sys.modules)}))
         return
-    import numba.core.dispatcher as dispatcher
-    from numba.core import event
-
     stats = {"compile": 0.0, "jit": 0.0, "n_compiled": 0, "n_loaded": 0, "names": []}
     depth = {"jit": 0, "compile": 0}
 
-    original = dispatcher.Dispatcher.compile
+    def instrument():
+        import numba.core.dispatcher as dispatcher
+        from numba.core import event
 
-    def timed_compile(self, sig):
-        n_hits = sum(self._cache_hits.values())
-        depth["jit"] += 1
-        t0 = time.perf_counter()
-        try:
-            return original(self, sig)
-        finally:
-            depth["jit"] -= 1
-            if depth["jit"] == 0:
-                stats["jit"] += time.perf_counter() - t0
-            stats["n_loaded"] += sum(self._cache_hits.values()) - n_hits
+        original = dispatcher.Dispatcher.compile
 
-    dispatcher.Dispatcher.compile = timed_compile
+        def timed_compile(self, sig):
+            n_hits = sum(self._cache_hits.values())
+            depth["jit"] += 1
+            t0 = time.perf_counter()
+            try:
+                return original(self, sig)
+            finally:
+                depth["jit"] -= 1
+                if depth["jit"] == 0:
+                    stats["jit"] += time.perf_counter() - t0
+                stats["n_loaded"] += sum(self._cache_hits.values()) - n_hits
 
-    class Listener(event.Listener):
-        def on_start(self, ev):
-            stats["n_compiled"] += 1
-            stats["names"].append(ev.data["dispatcher"].py_func.__qualname__)
-            depth["compile"] += 1
-            if depth["compile"] == 1:
-                self.t0 = time.perf_counter()
+        dispatcher.Dispatcher.compile = timed_compile
 
-        def on_end(self, ev):
-            depth["compile"] -= 1
-            if depth["compile"] == 0:
-                stats["compile"] += time.perf_counter() - self.t0
+        class Listener(event.Listener):
+            def on_start(self, ev):
+                stats["n_compiled"] += 1
+                stats["names"].append(ev.data["dispatcher"].py_func.__qualname__)
+                depth["compile"] += 1
+                if depth["compile"] == 1:
+                    self.t0 = time.perf_counter()
 
-    event.register("numba:compile", Listener())
+            def on_end(self, ev):
+                depth["compile"] -= 1
+                if depth["compile"] == 0:
+                    stats["compile"] += time.perf_counter() - self.t0
+
+        event.register("numba:compile", Listener())
+
+    # watch Numba from the moment structcal's kernel module imports it: a scenario that
+    # runs no kernel does not import Numba, and the watch must not import it either
+    if "structcal._numba" in sys.modules:
+        instrument()
+    else:
+        sys.meta_path.insert(0, _AfterImport("structcal._numba", instrument))
     t_numba = time.perf_counter()
     code = SCENARIOS[name]
     # the scenario's leading import lines are its import phase
@@ -255,6 +287,7 @@ def child(name):
         "n_compiled": stats["n_compiled"],
         "n_loaded": stats["n_loaded"],
         "compiled": stats["names"],
+        "numba": int("numba" in sys.modules),
     }
     print(json.dumps(result))
 
@@ -341,7 +374,8 @@ def main():
 
     table = {name: {label: {**{p: summary([r[p] for r in runs]) for p in PHASES},
                             "n_compiled": summary([r["n_compiled"] for r in runs]),
-                            "n_loaded": summary([r["n_loaded"] for r in runs])}
+                            "n_loaded": summary([r["n_loaded"] for r in runs]),
+                            "numba": summary([r["numba"] for r in runs])}
                     for label, runs in per_tree.items()}
              for name, per_tree in results.items()}
     if args.list:
@@ -362,16 +396,17 @@ def main():
     print(f"fresh processes, {cache}; median (min-max) seconds of {args.repeats} runs; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
     print("wall: seconds from launch to exit; cpu: user + system seconds of the process (all")
-    print("threads; less sensitive to load); import, compile, cache load, rest: wall seconds")
+    print("threads; less sensitive to load); import, compile, cache load, rest: wall seconds;")
+    print("Numba: whether the process imported Numba (small work runs in NumPy without it)")
     print(f"{'scenario':9} {'tree':10} {'wall':>18} {'cpu':>18} {'import':>16} {'compile':>18} "
-          f"{'cache load':>16} {'rest':>16} {'compiled':>9} {'loaded':>7}")
+          f"{'cache load':>16} {'rest':>16} {'compiled':>9} {'loaded':>7} {'Numba':>6}")
     for name, per_tree in table.items():
         for label, row in per_tree.items():
             cells = [f"{row[p]['median']:6.2f} ({row[p]['min']:.2f}-{row[p]['max']:.2f})"
                      for p in PHASES]
             print(f"{name:9} {label[:10]:10} {cells[0]:>18} {cells[1]:>18} {cells[2]:>16} "
                   f"{cells[3]:>18} {cells[4]:>16} {cells[5]:>16} {row['n_compiled']['median']:9.0f} "
-                  f"{row['n_loaded']['median']:7.0f}")
+                  f"{row['n_loaded']['median']:7.0f} {'yes' if row['numba']['max'] else 'no':>6}")
     if ratio is not None:
         print(f"cli_apply / pycrfsuite_tag, wall, paired runs: {ratio['median']:.2f}x "
               f"({ratio['min']:.2f}-{ratio['max']:.2f})")
