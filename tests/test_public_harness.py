@@ -33,7 +33,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal._state.register': PENDING,
     'structcal.adapters.crfsuite.CRFsuiteModel': PENDING,
     'structcal.adapters.crfsuite.crfsuite_potentials': PENDING,
-    'structcal.adapters.emissions.emission_potentials': PENDING,
     'structcal.adapters.huggingface.hf_tag_names': PENDING,
     'structcal.adapters.instances.MapObjects': RESULT,
     'structcal.adapters.instances.read_label_image': PENDING,
@@ -44,8 +43,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.adapters.spacy_ner.spacy_entity_events': PENDING,
     'structcal.adapters.tagging.Chunks': PENDING,
     'structcal.adapters.tagging.TagScheme': PENDING,
-    'structcal.adapters.tagging.token_classifier_potentials': PENDING,
-    'structcal.adapters.tagging.word_scores': PENDING,
     'structcal.calibrators.binning.BinnedMap': FUZZED,
     'structcal.calibrators.binning.HistogramBinning': FUZZED,
     'structcal.calibrators.cv.CrossValidatedCalibration': FUZZED,
@@ -186,7 +183,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.io.read_manifest': PENDING,
     'structcal.io.save': PENDING,
     'structcal.items.split_events': PENDING,
-    'structcal.items.split_items': PENDING,
     'structcal.items.to_networkx': PENDING,
     'structcal.metrics._results.ConfidenceInterval': FUZZED,
     'structcal.metrics._results.ReliabilityTable': FUZZED,
@@ -209,10 +205,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.online.events.recalibrate_events': PENDING,
     'structcal.online.metrics.RunningMetrics': PENDING,
     'structcal.online.metrics.RunningRegret': PENDING,
-    'structcal.online.metrics.check_outcomes': PENDING,
-    'structcal.online.metrics.check_probabilities': PENDING,
-    'structcal.online.metrics.running_metrics': PENDING,
-    'structcal.online.metrics.running_regret': PENDING,
     'structcal.online.recalibrator.OnlineRecalibration': PENDING,
     'structcal.online.recalibrator.OnlineRecalibrator': PENDING,
     'structcal.online.recalibrator.bucket_homes': PENDING,
@@ -241,10 +233,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.selective.Decisions': PENDING,
     'structcal.selective.RiskCoverageCurve': PENDING,
     'structcal.selective.SelectiveThreshold': PENDING,
-    'structcal.selective.decide': PENDING,
-    'structcal.selective.risk_coverage_curve': PENDING,
-    'structcal.selective.selective_threshold': PENDING,
-    'structcal.selective.top_label_confidence': PENDING,
     'structcal.shift.DensityRatio': RESULT,
     'structcal.shift.GroupShiftResult': RESULT,
 }
@@ -632,7 +620,138 @@ def _tree_forecaster():
     return TreeRegionForecaster(leaf_grid=[5, 20], random_state=0)
 
 
+def _case_risk_coverage():
+    from structcal.selective import risk_coverage_curve
+
+    p, y, _ = _grouped()
+    return Case(lambda **a: risk_coverage_curve(a["correct"], a["confidence"],
+                                                sample_weight=a["sample_weight"]),
+                {"correct": y, "confidence": p, "sample_weight": np.ones(p.size)},
+                {"correct": "array", "confidence": "array", "sample_weight": "array"},
+                {"correct": ("confidence",), "confidence": ("correct",)})
+
+
+def _case_selective_threshold():
+    from structcal.selective import selective_threshold
+
+    p, y, _ = _grouped()
+    return Case(lambda **a: selective_threshold(a["correct"], a["confidence"],
+                                                a["target_accuracy"]),
+                {"correct": y, "confidence": p, "target_accuracy": 0.6},
+                {"correct": "array", "confidence": "array",
+                 "target_accuracy": "scalar_probability"},
+                {"correct": ("confidence",), "confidence": ("correct",)})
+
+
+def _case_top_label_confidence():
+    from structcal.selective import top_label_confidence
+
+    r = _rng()
+    P = r.dirichlet(np.ones(3), size=40)
+    return Case(lambda **a: top_label_confidence(a["y_true"], a["y_prob"]),
+                {"y_true": r.integers(0, 3, 40), "y_prob": P},
+                {"y_true": "array", "y_prob": "map"},
+                {"y_true": ("y_prob",), "y_prob": ("y_true",)})
+
+
+def _case_decide():
+    from structcal.selective import decide
+
+    r = _rng()
+    return Case(lambda **a: decide(a["y_prob"], abstain_cost=0.3),
+                {"y_prob": r.dirichlet(np.ones(3), size=40)}, {"y_prob": "map"})
+
+
+def _case_running_metrics():
+    from structcal.online.metrics import running_metrics
+
+    p, y, _ = _grouped()
+    return Case(lambda **a: running_metrics(a["p"], a["y"]), {"p": p, "y": y},
+                {"p": "probabilities", "y": "array"}, {"p": ("y",), "y": ("p",)})
+
+
+def _case_running_regret():
+    from structcal.online.metrics import running_regret
+
+    p, y, _ = _grouped()
+    return Case(lambda **a: running_regret(a["p"], a["p_base"], a["y"]),
+                {"p": p, "p_base": p[::-1].copy(), "y": y},
+                {"p": "probabilities", "p_base": "probabilities", "y": "array"},
+                {"p": ("y", "p_base"), "p_base": ("p", "y"), "y": ("p", "p_base")})
+
+
+def _case_word_scores():
+    from structcal.adapters.tagging import word_scores
+
+    r = _rng()
+    ids = np.array([-1, 0, 0, 1, 2, 2, -1])
+    return Case(lambda **a: word_scores(a["subword_scores"], a["word_ids"]),
+                {"subword_scores": r.normal(size=(7, 3)), "word_ids": ids},
+                {"subword_scores": "map", "word_ids": "array"},
+                {"subword_scores": ("word_ids",), "word_ids": ("subword_scores",)})
+
+
+def _case_token_classifier_potentials():
+    from structcal.adapters.tagging import token_classifier_potentials
+
+    r = _rng()
+    return Case(lambda **a: token_classifier_potentials(a["scores"], a["lengths"],
+                                                        ["O", "B-PER", "I-PER"]),
+                {"scores": r.normal(size=(9, 3)), "lengths": np.array([4, 5])},
+                {"scores": "map", "lengths": "array"},
+                {"scores": ("lengths",), "lengths": ("scores",)})
+
+
+def _case_split_items():
+    from structcal.items import split_items
+
+    r = _rng()
+    return Case(lambda **a: split_items(a["values"], a["offsets"]),
+                {"values": r.normal(size=9), "offsets": np.array([0, 4, 9])},
+                {"values": "array", "offsets": "array"},
+                {"values": ("offsets",), "offsets": ("values",)})
+
+
+def _case_emission_potentials():
+    from structcal.adapters.emissions import emission_potentials
+
+    r = _rng()
+    return Case(lambda **a: emission_potentials(a["emissions"], a["transitions"],
+                                                lengths=a["lengths"], start=a["start"]),
+                {"emissions": r.normal(size=(2, 4, 3)), "transitions": r.normal(size=(3, 3)),
+                 "lengths": np.array([4, 2]), "start": r.normal(size=3)},
+                {"emissions": "map", "transitions": "map", "lengths": "array", "start": "array"},
+                {"emissions": ("lengths", "transitions"), "transitions": ("emissions",),
+                 "lengths": ("emissions",), "start": ("emissions", "transitions")})
+
+
+def _case_check_outcomes():
+    from structcal.online.metrics import check_outcomes
+
+    _, y, _ = _grouped()
+    return Case(lambda **a: check_outcomes(a["y"], "y", n=120), {"y": y}, {"y": "array"})
+
+
+def _case_check_probabilities():
+    from structcal.online.metrics import check_probabilities
+
+    p, _, _ = _grouped()
+    return Case(lambda **a: check_probabilities(a["p"], "p"), {"p": p}, {"p": "probabilities"})
+
+
 CASES = {
+    "structcal.adapters.emissions.emission_potentials": _case_emission_potentials,
+    "structcal.online.metrics.check_outcomes": _case_check_outcomes,
+    "structcal.online.metrics.check_probabilities": _case_check_probabilities,
+    "structcal.selective.risk_coverage_curve": _case_risk_coverage,
+    "structcal.selective.selective_threshold": _case_selective_threshold,
+    "structcal.selective.top_label_confidence": _case_top_label_confidence,
+    "structcal.selective.decide": _case_decide,
+    "structcal.online.metrics.running_metrics": _case_running_metrics,
+    "structcal.online.metrics.running_regret": _case_running_regret,
+    "structcal.adapters.tagging.word_scores": _case_word_scores,
+    "structcal.adapters.tagging.token_classifier_potentials": _case_token_classifier_potentials,
+    "structcal.items.split_items": _case_split_items,
     "structcal._regions.KNNRegionMap": _region_map_case(_knn_forecaster),
     "structcal._regions.TreeRegionMap": _region_map_case(_tree_forecaster),
     "structcal.guarantees.PrecisionGuarantee": _case_precision_guarantee,
@@ -708,6 +827,14 @@ def test_one_argument_mutated(name, arg, mutation):
 
 #: mutations with a documented result rather than an error
 ACCEPTED = {
+    # a square matrix transposed is another valid matrix (``transposed=`` says which)
+    ("structcal.adapters.emissions.emission_potentials", "transitions", "transposed"),
+    # probabilities checked alone: any length is valid
+    ("structcal.online.metrics.check_probabilities", "p", "shorter"),
+    # any per-row values are split (NaN, strings and extra axes included)
+    ("structcal.items.split_items", "values", "nan"),
+    ("structcal.items.split_items", "values", "strings"),
+    ("structcal.items.split_items", "values", "extra_axis"),
     # NaN in a feature column marks a kind without the feature (for every event of it)
     ("structcal.events.external.external_events", "length", "nan"),
     # more or fewer independent draws: a valid sample of another size

@@ -446,7 +446,11 @@ def word_scores(subword_scores, word_ids, *, reduce: str = "first") -> np.ndarra
     ndarray of shape (n_words, n_tags)
     """
     scores = as_float_array(subword_scores, "subword_scores", ndim=2, allow_neginf=True)
-    ids = np.array([-1 if w is None else w for w in np.asarray(word_ids, dtype=object).ravel()])
+    ids = np.asarray(word_ids, dtype=object)
+    if ids.ndim != 1:
+        raise ParameterError(f"`word_ids` must be one id (or None) per subword, a 1-d sequence; "
+                             f"got shape {ids.shape}")
+    ids = np.array([-1 if w is None else w for w in ids])
     ids = as_int_array(ids, "word_ids", ndim=1, shape=(scores.shape[0],), low=-1)
     if reduce not in ("first", "mean", "max"):
         raise ParameterError(f"`reduce` must be 'first', 'mean' or 'max'; got {reduce!r}")
