@@ -179,7 +179,7 @@ def _ks_distances(order, tie_end, sides, n_ref, n_new):
     B, N = sides.shape
     C = order.shape[0]
     out = np.zeros((B, C))
-    if not numpy_tier(B * C * N * 4):
+    if not numpy_tier(B * C * N):
         from ._shift_kernels import ks_permutations
 
         ks_permutations(order, tie_end, sides, n_ref, n_new, out)

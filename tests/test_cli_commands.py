@@ -991,3 +991,38 @@ def test_npz_groups_with_nan_ids_are_named(tmp_path, capsys):
     assert "`groups` holds NaN or infinite ids (1 of 60)" in capsys.readouterr().err
     _chains(tmp_path / "h.npz", 60, 5, groups=np.arange(60) // 6.0)  # whole floats: ids
     assert main(["fit", str(tmp_path / "h.npz"), "-o", str(tmp_path / "r"), "-q"]) == 0
+
+
+def test_a_small_apply_imports_neither_numba_nor_scikit_learn(conll, tmp_path):
+    """``structcal apply`` of a saved entity recalibrator to 150 CoNLL sentences, in a fresh
+    process: the chain inference, k-NN maps and shift statistics of a job this small run
+    in NumPy, so neither Numba nor scikit-learn (nor SciPy's statistics) is imported, and
+    the events are those the kernels give."""
+    d, model = conll, str(conll / "ner.crfsuite")
+    assert main(["fit", str(d / "recal.conll"), "--crfsuite", model, "-o", str(tmp_path / "rec"),
+                 "--kinds", "entity", "-q"]) == 0
+    code = f"""
+import sys
+from structcal.cli import main
+code = main(["apply", {str(tmp_path / 'rec')!r}, {str(d / 'test.conll')!r}, "--crfsuite", {model!r},
+             "-o", {str(tmp_path / 'np.csv')!r}, "-q"])
+print(code, sorted(m for m in ("numba", "sklearn", "scipy.stats") if m in sys.modules))
+"""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "STRUCTCAL_TIER"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.stdout.split("\n")[-2] == "0 []", r.stdout + r.stderr
+    # the same command on the kernels: the same events, probabilities to rounding
+    from structcal._tier import forced_tier
+
+    with forced_tier("kernels"):
+        assert main(["apply", str(tmp_path / "rec"), str(d / "test.conll"), "--crfsuite", model,
+                     "-o", str(tmp_path / "k.csv"), "-q"]) == 0
+    with open(tmp_path / "np.csv") as a, open(tmp_path / "k.csv") as b:
+        rows_np, rows_k = list(csv.DictReader(a)), list(csv.DictReader(b))
+    assert len(rows_np) == len(rows_k) > 5
+    for x, y in zip(rows_np, rows_k):
+        assert {k: v for k, v in x.items() if k not in ("raw", "calibrated")} == {
+            k: v for k, v in y.items() if k not in ("raw", "calibrated")}
+        for col in ("raw", "calibrated"):
+            assert abs(float(x[col]) - float(y[col])) <= 1e-12

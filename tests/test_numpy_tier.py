@@ -115,3 +115,35 @@ def test_the_tier_follows_the_size_of_the_work():
     with pytest.raises(ParameterError, match="tier"):
         with forced_tier("fast"):
             pass
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_knn_map_tiers_agree_with_ties(seed):
+    """k-NN forecasts by a scan equal the KD-tree kernel's bit for bit, with many equal
+    distances (discrete features) where the tie rule decides."""
+    from structcal.forecasters import KNNRegionForecaster
+
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 3, size=(300, 2 + seed % 3)).astype(float)
+    y = rng.random(300) < 0.3 + 0.2 * X[:, 0]
+    m = KNNRegionForecaster(n_neighbors=int(rng.integers(1, 60)), prior=seed % 2,
+                            random_state=seed).fit(X, y).to_map()
+    Xq = rng.integers(-1, 4, size=(80, X.shape[1])).astype(float)
+    a, b = _both(lambda: m.predict_proba(Xq))
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shift_statistics_tiers_agree(seed):
+    """The permutation KS statistics (ties and NaN included) are the kernel's bit for bit."""
+    from structcal.shift import group_shift_test
+
+    rng = np.random.default_rng(seed)
+    ref = rng.integers(0, 4, size=(300, 3)).astype(float)
+    new = rng.integers(0, 4, size=(120, 3)).astype(float) + (seed % 2)
+    ref[rng.random(ref.shape) < 0.05] = np.nan
+    g_ref, g_new = np.arange(300) // 5, np.arange(120) // 4
+    a, b = _both(lambda: group_shift_test(ref, new, g_ref, g_new, random_state=seed))
+    assert a.statistic == b.statistic and a.pvalue == b.pvalue
+    np.testing.assert_array_equal(a.statistic_columns, b.statistic_columns)
+    np.testing.assert_array_equal(a.pvalue_columns, b.pvalue_columns)
