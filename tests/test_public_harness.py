@@ -121,12 +121,9 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.nodesets.exact_set_constraints': PENDING,
     'structcal.events.nodesets.member_values': PENDING,
     'structcal.events.nodesets.outer_boundary': PENDING,
-    'structcal.events.nodesets.segment_reduce': PENDING,
     'structcal.events.objects.AllObjectsFound': PENDING,
     'structcal.events.objects.ObjectCountCorrect': PENDING,
     'structcal.events.objects.ObjectEvents': PENDING,
-    'structcal.events.objects.label_components': PENDING,
-    'structcal.events.objects.match_objects': PENDING,
     'structcal.events.objects.object_table': PENDING,
     'structcal.events.spans.AllEntitiesCorrect': PENDING,
     'structcal.events.spans.ContainsEntity': PENDING,
@@ -208,7 +205,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.online.recalibrator.OnlineRecalibration': PENDING,
     'structcal.online.recalibrator.OnlineRecalibrator': PENDING,
     'structcal.online.recalibrator.bucket_homes': PENDING,
-    'structcal.online.recalibrator.recalibrate_online': PENDING,
     'structcal.plotting.plot_calibration_curve': PENDING,
     'structcal.plotting.plot_reliability_curve': PENDING,
     'structcal.plotting.plot_report': PENDING,
@@ -228,7 +224,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.recalibration.ShiftTest': RESULT,
     'structcal.segmentation.PixelCRFSegmenter': PENDING,
     'structcal.segmentation.contrast_weights': PENDING,
-    'structcal.segmentation.pixel_features': PENDING,
     'structcal.segmentation.segmentation_scores': PENDING,
     'structcal.selective.Decisions': PENDING,
     'structcal.selective.RiskCoverageCurve': PENDING,
@@ -739,7 +734,64 @@ def _case_check_probabilities():
     return Case(lambda **a: check_probabilities(a["p"], "p"), {"p": p}, {"p": "probabilities"})
 
 
+def _case_recalibrate_online():
+    from structcal.online.recalibrator import recalibrate_online
+
+    p, y, g = _grouped()
+    return Case(lambda **a: recalibrate_online(a["p_raw"], a["y"], groups=a["groups"],
+                                               random_state=0),
+                {"p_raw": p, "y": y, "groups": g},
+                {"p_raw": "probabilities", "y": "array", "groups": "ids"},
+                {"p_raw": ("y", "groups"), "y": ("p_raw", "groups"), "groups": ("p_raw", "y")})
+
+
+def _case_segment_reduce():
+    from structcal.events.nodesets import segment_reduce
+
+    r = _rng()
+    return Case(lambda **a: segment_reduce(a["values"], a["offsets"], "mean"),
+                {"values": r.normal(size=9), "offsets": np.array([0, 4, 4, 9])},
+                {"values": "array", "offsets": "array"},
+                {"values": ("offsets",), "offsets": ("values",)})
+
+
+def _case_label_components():
+    from structcal.events.objects import label_components
+
+    labels = np.array([1, 1, 0, 2, 2, 0])
+    indptr = np.array([0, 1, 3, 5, 7, 9, 10])  # a path 0-1-2-3-4-5
+    indices = np.array([1, 0, 2, 1, 3, 2, 4, 3, 5, 4])
+    return Case(lambda **a: label_components(a["labels"], a["indptr"], a["indices"]),
+                {"labels": labels, "indptr": indptr, "indices": indices},
+                {"labels": "array", "indptr": "array", "indices": "array"},
+                {k: ("labels", "indptr", "indices") for k in ("labels", "indptr", "indices")})
+
+
+def _case_pixel_features():
+    from structcal.segmentation import pixel_features
+
+    r = _rng()
+    return Case(lambda **a: pixel_features(a["images"]), {"images": r.random((2, 8, 8))},
+                {"images": "map"})
+
+
+def _case_match_objects():
+    from structcal.events.objects import match_objects
+
+    comp = np.array([0, 0, -1, 1, 1, 1])
+    gold = np.array([0, 0, 0, -1, 1, 1])
+    return Case(lambda **a: match_objects(a["component"], 2, a["gold_component"], 2),
+                {"component": comp, "gold_component": gold},
+                {"component": "array", "gold_component": "array"},
+                {"component": ("gold_component",), "gold_component": ("component",)})
+
+
 CASES = {
+    "structcal.events.objects.match_objects": _case_match_objects,
+    "structcal.online.recalibrator.recalibrate_online": _case_recalibrate_online,
+    "structcal.events.nodesets.segment_reduce": _case_segment_reduce,
+    "structcal.events.objects.label_components": _case_label_components,
+    "structcal.segmentation.pixel_features": _case_pixel_features,
     "structcal.adapters.emissions.emission_potentials": _case_emission_potentials,
     "structcal.online.metrics.check_outcomes": _case_check_outcomes,
     "structcal.online.metrics.check_probabilities": _case_check_probabilities,
@@ -827,6 +879,13 @@ def test_one_argument_mutated(name, arg, mutation):
 
 #: mutations with a documented result rather than an error
 ACCEPTED = {
+    # NaN values reduce to NaN (documented for member values of nodes without a value)
+    ("structcal.events.nodesets.segment_reduce", "values", "nan"),
+    # segments may stop before the end of `values` (fewer segments, or more values)
+    ("structcal.events.nodesets.segment_reduce", "offsets", "shorter"),
+    ("structcal.events.nodesets.segment_reduce", "values", "longer"),
+    # images moved axis first are other valid images (8 images of 2 x 8 pixels)
+    ("structcal.segmentation.pixel_features", "images", "transposed"),
     # a square matrix transposed is another valid matrix (``transposed=`` says which)
     ("structcal.adapters.emissions.emission_potentials", "transitions", "transposed"),
     # probabilities checked alone: any length is valid

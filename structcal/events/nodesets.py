@@ -231,6 +231,8 @@ def segment_reduce(values, offsets, op: str, *, empty: float = np.nan) -> np.nda
     values : ndarray of shape (n,)
         Values laid end to end (e.g. ``member_values(events, per_node)``).
     offsets : ndarray of shape (n_segments + 1,)
+        Integers from 0, non-decreasing, at most ``n`` (values past the last segment are
+        not used).
     op : {'min', 'max', 'sum', 'mean', 'prod', 'size'}
     empty : float, default=nan
         Result for empty segments (``'sum'`` gives 0, ``'prod'`` 1, ``'size'`` 0).
@@ -239,8 +241,14 @@ def segment_reduce(values, offsets, op: str, *, empty: float = np.nan) -> np.nda
     -------
     ndarray of shape (n_segments,)
     """
-    values = np.asarray(values, dtype=np.float64)
-    offsets = np.asarray(offsets, dtype=np.int64)
+    from .._validation import as_int_array, as_numeric, check_offsets
+
+    values = as_numeric(values, "values")  # NaN stays: a reduction of NaN is NaN
+    if values.ndim != 1:
+        raise ParameterError(f"`values` must be 1-d (laid end to end); got shape {values.shape}")
+    # segments from 0, non-decreasing, within `values` (they may stop before its end)
+    offsets = as_int_array(offsets, "offsets", ndim=1, low=0, high=values.shape[0] + 1)
+    offsets = check_offsets(offsets, "offsets", int(offsets[-1]) if offsets.size else 0)
     sizes = np.diff(offsets)
     n = sizes.shape[0]
     if op == "size":

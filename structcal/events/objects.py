@@ -46,7 +46,9 @@ from abc import ABCMeta, abstractmethod
 import numpy as np
 
 from .._ragged import offsets_from_lengths
-from .._validation import check_float, check_int, check_option, describe
+from .._validation import (
+    as_int_array, check_float, check_int, check_offsets, check_option, describe,
+)
 from ..exceptions import ParameterError, ParameterTypeError
 from ..features import FEATURE_GROUPS, register_feature
 from .kinds import EventInstances, EventKind, _per_item
@@ -108,13 +110,17 @@ def label_components(labels, indptr, indices, background=0) -> tuple[np.ndarray,
     >>> label_components(np.array([1, 1, 0, 1, 2]), indptr, indices)
     (array([ 0,  0, -1,  1,  2]), 3)
     """
-    labels = np.ascontiguousarray(labels, dtype=np.int64)
-    component = np.empty(labels.shape[0], dtype=np.int64)
-    n_comp = _kernels().components(
-        labels, np.ascontiguousarray(indptr, dtype=np.int64),
-        np.ascontiguousarray(indices, dtype=np.int64), -1 if background is None else background,
-        component, np.empty(labels.shape[0], dtype=np.int64),
-    )
+    labels = as_int_array(labels, "labels", ndim=1)
+    n = labels.shape[0]
+    indices = as_int_array(indices, "indices", ndim=1, low=0, high=max(n, 1))
+    indptr = check_offsets(indptr, "indptr", indices.shape[0])
+    if indptr.shape[0] != n + 1:
+        raise ParameterError(f"`indptr` must have one entry per node of `labels` plus one "
+                             f"({n + 1}); got {indptr.shape[0]}")
+    background = -1 if background is None else check_int(background, "background")
+    component = np.empty(n, dtype=np.int64)
+    n_comp = _kernels().components(labels, indptr, indices, background, component,
+                                   np.empty(n, dtype=np.int64))
     return component, int(n_comp)
 
 
@@ -151,8 +157,10 @@ def match_objects(component, n_components, gold_component, n_gold, labels=None,
     gold_best_iou : ndarray of shape (n_gold,)
         Largest IoU of each gold object with any predicted object.
     """
-    component = np.ascontiguousarray(component, dtype=np.int64)
-    gold_component = np.ascontiguousarray(gold_component, dtype=np.int64)
+    n_components = check_int(n_components, "n_components", low=0)
+    n_gold = check_int(n_gold, "n_gold", low=0)
+    component = as_int_array(component, "component", ndim=1, low=-1, high=n_components)
+    gold_component = as_int_array(gold_component, "gold_component", ndim=1, low=-1, high=n_gold)
     if component.shape != gold_component.shape:
         raise ParameterError(
             f"`component` and `gold_component` must cover the same nodes; got shapes "
@@ -162,8 +170,8 @@ def match_objects(component, n_components, gold_component, n_gold, labels=None,
         raise ParameterError("pass both `labels` and `gold_labels`, or neither")
     if labels is None:
         labels = gold_labels = np.zeros(component.shape[0], dtype=np.int64)
-    labels = np.ascontiguousarray(labels, dtype=np.int64)
-    gold_labels = np.ascontiguousarray(gold_labels, dtype=np.int64)
+    labels = as_int_array(labels, "labels", ndim=1)
+    gold_labels = as_int_array(gold_labels, "gold_labels", ndim=1)
     if labels.shape != component.shape or gold_labels.shape != component.shape:
         raise ParameterError(
             f"`labels` and `gold_labels` must have one class per node {component.shape}; got "
