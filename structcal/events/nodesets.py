@@ -249,6 +249,7 @@ def segment_reduce(values, offsets, op: str, *, empty: float = np.nan) -> np.nda
     # segments from 0, non-decreasing, within `values` (they may stop before its end)
     offsets = as_int_array(offsets, "offsets", ndim=1, low=0, high=values.shape[0] + 1)
     offsets = check_offsets(offsets, "offsets", int(offsets[-1]) if offsets.size else 0)
+    values = values[: offsets[-1]]
     sizes = np.diff(offsets)
     n = sizes.shape[0]
     if op == "size":
