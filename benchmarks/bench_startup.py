@@ -25,7 +25,9 @@ Scenarios (the same code for every source tree, so the columns compare):
 
 (``cli_apply`` and ``pycrfsuite_tag`` run on this tree only, not on ``--baseline`` trees.)
 
-``--cold`` gives every run its own empty ``NUMBA_CACHE_DIR`` (a first run after install);
+``--cold`` gives every run its own empty ``NUMBA_CACHE_DIR`` (a first run after install)
+and checks each scenario's number of compiled signatures against its ceiling
+(``CEILINGS``; ``--list`` names them);
 otherwise one cache directory per source tree is filled by an untimed run first (warm).
 ``--baseline REV`` adds columns for the source tree at git revision ``REV`` (exported to a
 temporary folder and put first on ``PYTHONPATH``); runs alternate between the trees so
@@ -146,6 +148,13 @@ for x in token_features(sents):
     out.append([tagger.marginal(t, i) for i, t in enumerate(tags)])
 """
 FILE_SCENARIOS = ("cli_apply", "pycrfsuite_tag")
+# Most signatures a first run of each scenario may compile (``--cold``; counted by Numba's
+# compile events, Numba's own helpers included). A run above its ceiling is flagged: a
+# path started to compile more than it did when the ceiling was set (measured on a 2-CPU
+# machine, ``--cold --list``).
+CEILINGS = {"import": 0, "chain": 0, "graph": 43, "demo": 49, "apply": 29, "cli_apply": 0,
+            "pycrfsuite_tag": 0, "readme_ner": 73}
+
 # scenarios that cannot run a structcal kernel: nothing to watch
 WITHOUT_NUMBA = ("import", "pycrfsuite_tag")
 
@@ -390,7 +399,7 @@ def main():
     if args.json:
         print(json.dumps({"cold": args.cold, "repeats": args.repeats, "cpus": os.cpu_count(),
                           "load_average": os.getloadavg(), "results": table,
-                          "cli_apply_over_pycrfsuite": ratio}))
+                          "cli_apply_over_pycrfsuite": ratio, "ceilings": CEILINGS}))
         return
     cache = "empty Numba cache per run (cold)" if args.cold else "warm Numba cache"
     print(f"fresh processes, {cache}; median (min-max) seconds of {args.repeats} runs; "
@@ -407,6 +416,15 @@ def main():
             print(f"{name:9} {label[:10]:10} {cells[0]:>18} {cells[1]:>18} {cells[2]:>16} "
                   f"{cells[3]:>18} {cells[4]:>16} {cells[5]:>16} {row['n_compiled']['median']:9.0f} "
                   f"{row['n_loaded']['median']:7.0f} {'yes' if row['numba']['max'] else 'no':>6}")
+    over = [(name, label, int(row["n_compiled"]["max"]))
+            for name, per_tree in table.items() for label, row in per_tree.items()
+            if row["n_compiled"]["max"] > CEILINGS.get(name, float("inf"))]
+    for name, label, n in over:
+        print(f"ABOVE CEILING: {name} [{label}] compiled {n} signatures (ceiling "
+              f"{CEILINGS[name]})")
+    if args.cold and not over:
+        print("every scenario compiled at most its ceiling of signatures: "
+              + ", ".join(f"{n} {CEILINGS[n]}" for n in table if n in CEILINGS))
     if ratio is not None:
         print(f"cli_apply / pycrfsuite_tag, wall, paired runs: {ratio['median']:.2f}x "
               f"({ratio['min']:.2f}-{ratio['max']:.2f})")
