@@ -118,9 +118,7 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.nodesets.NodeSetConstraints': PENDING,
     'structcal.events.nodesets.NodeSetKind': PENDING,
     'structcal.events.nodesets.constraints_probability': PENDING,
-    'structcal.events.nodesets.exact_set_constraints': PENDING,
     'structcal.events.nodesets.member_values': PENDING,
-    'structcal.events.nodesets.outer_boundary': PENDING,
     'structcal.events.objects.AllObjectsFound': PENDING,
     'structcal.events.objects.ObjectCountCorrect': PENDING,
     'structcal.events.objects.ObjectEvents': PENDING,
@@ -786,7 +784,40 @@ def _case_match_objects():
                 {"component": ("gold_component",), "gold_component": ("component",)})
 
 
+def _case_outer_boundary():
+    from structcal.events.nodesets import outer_boundary
+
+    indptr = np.array([0, 1, 3, 5, 7, 9, 10])  # a path 0-1-2-3-4-5
+    indices = np.array([1, 0, 2, 1, 3, 2, 4, 3, 5, 4])
+    return Case(lambda **a: outer_boundary(a["members"], a["member_offsets"], a["indptr"],
+                                           a["indices"]),
+                {"members": np.array([1, 2, 4]), "member_offsets": np.array([0, 2, 3]),
+                 "indptr": indptr, "indices": indices},
+                {k: "array" for k in ("members", "member_offsets", "indptr", "indices")},
+                {k: ("members", "member_offsets", "indptr", "indices")
+                 for k in ("members", "member_offsets", "indptr", "indices")})
+
+
+def _case_exact_set_constraints():
+    from structcal.events.nodesets import exact_set_constraints
+
+    return Case(lambda **a: exact_set_constraints(
+        a["members"], a["member_offsets"], a["member_labels"], 3, boundary=a["boundary"],
+        boundary_offsets=a["boundary_offsets"], boundary_forbidden=a["boundary_forbidden"]),
+        {"members": np.array([1, 2, 4]), "member_offsets": np.array([0, 2, 3]),
+         "member_labels": np.array([1, 1, 2]), "boundary": np.array([0, 3, 3, 5]),
+         "boundary_offsets": np.array([0, 2, 4]), "boundary_forbidden": np.array([1, 1, 2, 2])},
+        {k: "array" for k in ("members", "member_offsets", "member_labels", "boundary",
+                              "boundary_offsets", "boundary_forbidden")},
+        {k: ("members", "member_offsets", "member_labels", "boundary", "boundary_offsets",
+             "boundary_forbidden") for k in ("members", "member_offsets", "member_labels",
+                                             "boundary", "boundary_offsets",
+                                             "boundary_forbidden")})
+
+
 CASES = {
+    "structcal.events.nodesets.outer_boundary": _case_outer_boundary,
+    "structcal.events.nodesets.exact_set_constraints": _case_exact_set_constraints,
     "structcal.events.objects.match_objects": _case_match_objects,
     "structcal.online.recalibrator.recalibrate_online": _case_recalibrate_online,
     "structcal.events.nodesets.segment_reduce": _case_segment_reduce,

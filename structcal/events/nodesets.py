@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._ragged import offsets_from_lengths, ragged_rows
+from .._validation import describe
 from ..exceptions import ParameterError, ParameterTypeError
 from ..potentials import ChainPotentials
 from .kinds import EventKind
@@ -141,9 +142,13 @@ def exact_set_constraints(
     -------
     NodeSetConstraints
     """
-    members = np.asarray(members, dtype=np.int64)
-    member_offsets = np.asarray(member_offsets, dtype=np.int64)
-    member_labels = np.asarray(member_labels, dtype=np.int64)
+    from .._validation import as_int_array, check_int, check_offsets
+
+    n_states = check_int(n_states, "n_states", low=1)
+    members = as_int_array(members, "members", ndim=1, low=0)
+    member_offsets = check_offsets(member_offsets, "member_offsets", members.shape[0])
+    member_labels = as_int_array(member_labels, "member_labels", ndim=1,
+                                 shape=members.shape, low=0, high=n_states)
     n_events = member_offsets.shape[0] - 1
     allowed = np.zeros((members.shape[0], n_states), dtype=bool)
     allowed[np.arange(members.shape[0]), member_labels] = True
@@ -151,15 +156,17 @@ def exact_set_constraints(
         return NodeSetConstraints(
             np.arange(n_events, dtype=np.int64), member_offsets, members, allowed, n_events
         )
-    boundary = np.asarray(boundary, dtype=np.int64)
-    boundary_offsets = np.asarray(boundary_offsets, dtype=np.int64)
+    boundary = as_int_array(boundary, "boundary", ndim=1, low=0)
+    boundary_offsets = check_offsets(boundary_offsets, "boundary_offsets", boundary.shape[0])
+    boundary_forbidden = as_int_array(boundary_forbidden, "boundary_forbidden", ndim=1,
+                                      shape=boundary.shape, low=0, high=n_states)
     if boundary_offsets.shape[0] != n_events + 1:
         raise ParameterError(
             f"`boundary_offsets` must have n_events + 1 = {n_events + 1} entries; got "
             f"{boundary_offsets.shape[0]}"
         )
     b_allowed = np.ones((boundary.shape[0], n_states), dtype=bool)
-    b_allowed[np.arange(boundary.shape[0]), np.asarray(boundary_forbidden, dtype=np.int64)] = False
+    b_allowed[np.arange(boundary.shape[0]), boundary_forbidden] = False
     # interleave: each event's members then its boundary
     n_m, n_b = np.diff(member_offsets), np.diff(boundary_offsets)
     offsets = offsets_from_lengths(n_m + n_b)
@@ -200,11 +207,23 @@ def constraints_probability(pred, constraints: NodeSetConstraints, event_items) 
 
     if not isinstance(pred.potentials, ChainPotentials):
         raise ParameterTypeError("exact node-set probabilities need chain potentials")
+    from .._validation import as_int_array
+
     c = constraints
-    event_items = np.asarray(event_items, dtype=np.int64)
+    if not isinstance(c, NodeSetConstraints):
+        raise ParameterTypeError(f"`constraints` must be NodeSetConstraints; got {describe(c)}")
+    event_items = as_int_array(event_items, "event_items", ndim=1, shape=(c.n_events,), low=0,
+                               high=pred.n_items)
     if c.n_patterns == 0:
         return np.zeros(c.n_events)
     chains = event_items[c.event]
+    per_pattern_item = np.repeat(chains, np.diff(c.pattern_offsets))
+    start, end = pred.item_offsets[per_pattern_item], pred.item_offsets[per_pattern_item + 1]
+    outside = (c.node < start) | (c.node >= end)
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise ParameterError(f"`constraints`: node {c.node[i]} is not in item "
+                             f"{per_pattern_item[i]} of its event (`event_items`)")
     per_constraint_chain = np.repeat(chains, np.diff(c.pattern_offsets))
     positions = c.node - pred.item_offsets[:-1][per_constraint_chain]
     logz = constrained_log_partition(
@@ -313,10 +332,14 @@ def outer_boundary(members, member_offsets, indptr, indices) -> tuple[np.ndarray
         Boundary nodes of the events laid end to end, sorted within each event.
     boundary_offsets : ndarray of shape (n_events + 1,)
     """
+    from .._validation import as_int_array, check_csr_graph, check_offsets
     from ._kernels import boundary
 
-    args = [np.ascontiguousarray(a, dtype=np.int64)
-            for a in (members, member_offsets, indptr, indices)]
+    indptr, indices = check_csr_graph(indptr, indices)
+    n_nodes = indptr.shape[0] - 1
+    members = as_int_array(members, "members", ndim=1, low=0, high=n_nodes)
+    member_offsets = check_offsets(member_offsets, "member_offsets", members.shape[0])
+    args = [members, member_offsets, indptr, indices]
     n_events = args[1].shape[0] - 1
     mark = np.full(max(args[2].shape[0] - 1, 0), -1, dtype=np.int64)
     counts = np.empty(n_events, dtype=np.int64)

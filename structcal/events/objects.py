@@ -47,7 +47,7 @@ import numpy as np
 
 from .._ragged import offsets_from_lengths
 from .._validation import (
-    as_int_array, check_float, check_int, check_offsets, check_option, describe,
+    as_int_array, check_csr_graph, check_float, check_int, check_option, describe,
 )
 from ..exceptions import ParameterError, ParameterTypeError
 from ..features import FEATURE_GROUPS, register_feature
@@ -112,11 +112,7 @@ def label_components(labels, indptr, indices, background=0) -> tuple[np.ndarray,
     """
     labels = as_int_array(labels, "labels", ndim=1)
     n = labels.shape[0]
-    indices = as_int_array(indices, "indices", ndim=1, low=0, high=max(n, 1))
-    indptr = check_offsets(indptr, "indptr", indices.shape[0])
-    if indptr.shape[0] != n + 1:
-        raise ParameterError(f"`indptr` must have one entry per node of `labels` plus one "
-                             f"({n + 1}); got {indptr.shape[0]}")
+    indptr, indices = check_csr_graph(indptr, indices, n)
     background = -1 if background is None else check_int(background, "background")
     component = np.empty(n, dtype=np.int64)
     n_comp = _kernels().components(labels, indptr, indices, background, component,
