@@ -267,7 +267,13 @@ def segmentation_scores(
 
     iou_threshold = check_float(iou_threshold, "iou_threshold", low=0.5, high=1.0)
     structure = ndi.generate_binary_structure(2, 1 if check_connectivity(connectivity) == 4 else 2)
-    preds = [np.asarray(x) for x in labels]
+    if np.ndim(labels) == 2 and not isinstance(labels, (list, tuple)):
+        labels = [labels]
+    if isinstance(labels, (list, tuple)) or np.ndim(labels) == 3:
+        preds = _masks_iv(labels, [np.asarray(x) for x in labels], name="labels")
+    else:
+        raise ParameterTypeError(f"`labels` must be 0/1 segmentations (a list of 2-d arrays or "
+                                 f"a 3-d array); got {describe(labels)}")
     golds = _masks_iv(masks, preds)
     tp = n_p = n_g = 0
     for p, g in zip(preds, golds):

@@ -202,7 +202,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.online.metrics.RunningRegret': PENDING,
     'structcal.online.recalibrator.OnlineRecalibration': PENDING,
     'structcal.online.recalibrator.OnlineRecalibrator': PENDING,
-    'structcal.online.recalibrator.bucket_homes': PENDING,
     'structcal.plotting.plot_calibration_curve': PENDING,
     'structcal.plotting.plot_reliability_curve': PENDING,
     'structcal.plotting.plot_report': PENDING,
@@ -221,8 +220,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.recalibration.EventCalibration': RESULT,
     'structcal.recalibration.ShiftTest': RESULT,
     'structcal.segmentation.PixelCRFSegmenter': PENDING,
-    'structcal.segmentation.contrast_weights': PENDING,
-    'structcal.segmentation.segmentation_scores': PENDING,
     'structcal.selective.Decisions': PENDING,
     'structcal.selective.RiskCoverageCurve': PENDING,
     'structcal.selective.SelectiveThreshold': PENDING,
@@ -815,7 +812,35 @@ def _case_exact_set_constraints():
                                              "boundary_forbidden")})
 
 
+def _case_segmentation_scores():
+    from structcal.segmentation import segmentation_scores
+
+    r = _rng()
+    return Case(lambda **a: segmentation_scores(a["labels"], a["masks"]),
+                {"labels": (r.random((2, 8, 8)) < 0.4).astype(int),
+                 "masks": (r.random((2, 8, 8)) < 0.4).astype(int)},
+                {"labels": "map", "masks": "map"},
+                {"labels": ("masks",), "masks": ("labels",)})
+
+
+def _case_contrast_weights():
+    from structcal.segmentation import contrast_weights
+
+    r = _rng()
+    return Case(lambda **a: contrast_weights(a["images"]), {"images": r.random((2, 8, 8))},
+                {"images": "map"})
+
+
+def _case_bucket_homes():
+    from structcal.online.recalibrator import bucket_homes
+
+    return Case(lambda **a: bucket_homes(a["n_grid"], 4), {"n_grid": 10}, {"n_grid": "count"})
+
+
 CASES = {
+    "structcal.segmentation.segmentation_scores": _case_segmentation_scores,
+    "structcal.segmentation.contrast_weights": _case_contrast_weights,
+    "structcal.online.recalibrator.bucket_homes": _case_bucket_homes,
     "structcal.events.nodesets.outer_boundary": _case_outer_boundary,
     "structcal.events.nodesets.exact_set_constraints": _case_exact_set_constraints,
     "structcal.events.objects.match_objects": _case_match_objects,
@@ -910,6 +935,7 @@ def test_one_argument_mutated(name, arg, mutation):
 
 #: mutations with a documented result rather than an error
 ACCEPTED = {
+    ("structcal.segmentation.contrast_weights", "images", "transposed"),
     # NaN values reduce to NaN (documented for member values of nodes without a value)
     ("structcal.events.nodesets.segment_reduce", "values", "nan"),
     # segments may stop before the end of `values` (fewer segments, or more values)
