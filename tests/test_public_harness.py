@@ -105,15 +105,12 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.external.ExternalKind': PENDING,
     'structcal.events.external.object_outcomes': PENDING,
     'structcal.events.external.span_outcomes': PENDING,
-    'structcal.events.kinds.AnyLabel': PENDING,
     'structcal.events.kinds.EventInstances': PENDING,
     'structcal.events.kinds.EventKind': PENDING,
     'structcal.events.kinds.InLexicon': PENDING,
-    'structcal.events.kinds.LabelAt': PENDING,
     'structcal.events.kinds.MAPEvent': PENDING,
     'structcal.events.kinds.MarginalEvent': PENDING,
     'structcal.events.kinds.Predicate': PENDING,
-    'structcal.events.kinds.SpanEquals': PENDING,
     'structcal.events.lexicon.Lexicon': PENDING,
     'structcal.events.nodesets.NodeSetConstraints': PENDING,
     'structcal.events.nodesets.NodeSetKind': PENDING,
@@ -121,7 +118,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.nodesets.member_values': PENDING,
     'structcal.events.objects.AllObjectsFound': PENDING,
     'structcal.events.objects.ObjectCountCorrect': PENDING,
-    'structcal.events.objects.ObjectEvents': PENDING,
     'structcal.events.objects.object_table': PENDING,
     'structcal.events.spans.AllEntitiesCorrect': PENDING,
     'structcal.events.spans.ContainsEntity': PENDING,
@@ -837,7 +833,41 @@ def _case_bucket_homes():
     return Case(lambda **a: bucket_homes(a["n_grid"], 4), {"n_grid": 10}, {"n_grid": "count"})
 
 
+def _case_label_at():
+    from structcal.events.kinds import LabelAt
+
+    return Case(lambda **a: LabelAt(a["position"], a["label"]), {"position": 1, "label": 2},
+                {"position": "count", "label": "count"})
+
+
+def _case_any_label():
+    from structcal.events.kinds import AnyLabel
+
+    return Case(lambda **a: AnyLabel(a["label"]), {"label": 2}, {"label": "count"})
+
+
+def _case_span_equals():
+    from structcal.events.kinds import SpanEquals
+
+    return Case(lambda **a: SpanEquals(a["start"], a["labels"]),
+                {"start": 1, "labels": np.array([0, 2, 1])},
+                {"start": "count", "labels": "array"})
+
+
+def _case_object_events():
+    from structcal.events.objects import ObjectEvents
+
+    return Case(lambda **a: ObjectEvents(n_samples=a["n_samples"],
+                                         iou_threshold=a["iou_threshold"]),
+                {"n_samples": 16, "iou_threshold": 0.5},
+                {"n_samples": "count", "iou_threshold": "scalar_probability"})
+
+
 CASES = {
+    "structcal.events.kinds.LabelAt": _case_label_at,
+    "structcal.events.kinds.AnyLabel": _case_any_label,
+    "structcal.events.kinds.SpanEquals": _case_span_equals,
+    "structcal.events.objects.ObjectEvents": _case_object_events,
     "structcal.segmentation.segmentation_scores": _case_segmentation_scores,
     "structcal.segmentation.contrast_weights": _case_contrast_weights,
     "structcal.online.recalibrator.bucket_homes": _case_bucket_homes,
@@ -935,6 +965,11 @@ def test_one_argument_mutated(name, arg, mutation):
 
 #: mutations with a documented result rather than an error
 ACCEPTED = {
+    # negative positions count from the end (documented); a span's length is its labels'
+    ("structcal.events.kinds.LabelAt", "position", "negative"),
+    ("structcal.events.kinds.SpanEquals", "start", "negative"),
+    ("structcal.events.kinds.SpanEquals", "labels", "longer"),
+    ("structcal.events.kinds.SpanEquals", "labels", "shorter"),
     ("structcal.segmentation.contrast_weights", "images", "transposed"),
     # NaN values reduce to NaN (documented for member values of nodes without a value)
     ("structcal.events.nodesets.segment_reduce", "values", "nan"),
