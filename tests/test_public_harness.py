@@ -943,8 +943,15 @@ _MUTATION_LIST = sorted((name, arg, m) for name, make in CASES.items()
 def test_one_argument_mutated(name, arg, mutation):
     case = CASES[name]()
     kind = case.kinds[arg]
+    _check_mutation(name, case, arg, mutation, MUTATIONS[kind][mutation](case.args[arg]))
+
+
+def _check_mutation(name, case, arg, mutation, value):
+    """Call ``case`` with ``arg`` replaced by ``value`` (a ``mutation``): a StructcalError
+    naming the argument, or a documented result (``ACCEPTED``); nothing else."""
+    kind = case.kinds[arg]
     args = dict(case.args)
-    args[arg] = MUTATIONS[kind][mutation](args[arg])
+    args[arg] = value
     words = case.names.get(arg, ()) + (arg,)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -963,8 +970,69 @@ def test_one_argument_mutated(name, arg, mutation):
         f"{name}: mutating `{arg}` ({mutation}) was accepted silently")
 
 
+def _drawn(mutation, value, data):
+    """``mutation`` of ``value`` with its free choices drawn by hypothesis: where the NaN
+    goes, how many rows go or come, which ids repeat; other mutations as enumerated."""
+    from hypothesis import strategies as st
+
+    a = np.asarray(value)
+    n = a.shape[0] if a.ndim else 0
+    if mutation in ("nan", "nan_ids") and a.size:
+        out = np.array(a, dtype=np.float64, copy=True)
+        out.flat[data.draw(st.integers(0, a.size - 1), label="nan at")] = np.nan
+        return out
+    if mutation == "shorter" and n > 1:
+        return a[: n - data.draw(st.integers(1, n - 1), label="rows dropped")]
+    if mutation == "longer" and n:
+        extra = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=5),
+                          label="rows repeated")
+        return np.concatenate([a, a[extra]])
+    if mutation == "repeat" and n > 1:
+        i, j = data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=2, unique=True),
+                         label="repeated ids")
+        out = a.copy()
+        out[j] = out[i]
+        return out
+    if mutation == "out_of_range" and a.size:
+        out = np.array(a, dtype=np.float64, copy=True)
+        bad = data.draw(st.one_of(st.floats(1.0, 1e6, exclude_min=True),
+                                  st.floats(-1e6, 0.0, exclude_max=True)), label="value")
+        out.flat[data.draw(st.integers(0, a.size - 1), label="at")] = bad
+        return out
+    for table in MUTATIONS.values():
+        if mutation in table:
+            return table[mutation](value)
+    raise AssertionError(mutation)
+
+
+_SAMPLED = sorted(CASES)
+
+
+def test_sampled_mutations():
+    """The same contract as :func:`test_one_argument_mutated`, with the free choices of
+    each mutation (position of the NaN, rows dropped or repeated, ids repeated, the
+    out-of-range value) drawn by hypothesis rather than fixed."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(data=st.data())
+    def run(data):
+        name = data.draw(st.sampled_from(_SAMPLED), label="entry point")
+        case = CASES[name]()
+        arg = data.draw(st.sampled_from(sorted(case.kinds)), label="argument")
+        mutation = data.draw(st.sampled_from(sorted(MUTATIONS[case.kinds[arg]])),
+                             label="mutation")
+        _check_mutation(name, case, arg, mutation, _drawn(mutation, case.args[arg], data))
+
+    run()
+
+
 #: mutations with a documented result rather than an error
 ACCEPTED = {
+    # scores[0] is the background's slot, which to_coco does not read (NaN elsewhere is
+    # refused)
+    ("structcal.adapters.instances.to_coco", "scores", "nan"),
     # negative positions count from the end (documented); a span's length is its labels'
     ("structcal.events.kinds.LabelAt", "position", "negative"),
     ("structcal.events.kinds.SpanEquals", "start", "negative"),

@@ -702,8 +702,8 @@ def to_coco(labels, *, classes=None, scores=None, image_id=0, compressed=True) -
     classes : array-like of int, optional
         Class of each instance id (``category_id``; default 1).
     scores : array-like of float, optional
-        A confidence per instance id (indexed by id), written as ``score`` (e.g.
-        calibrated probabilities).
+        A confidence per instance id (indexed by id, so ``scores[0]``, the background's
+        slot, is not read), written as ``score`` (e.g. calibrated probabilities).
     image_id : int, default=0
     compressed : bool, default=True
         Compressed RLE strings (as pycocotools writes) or lists of run lengths.
