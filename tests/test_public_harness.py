@@ -103,8 +103,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.distributed.write_chain_dataset': PENDING,
     'structcal.distributed.write_graph_dataset': PENDING,
     'structcal.events.external.ExternalKind': PENDING,
-    'structcal.events.external.object_outcomes': PENDING,
-    'structcal.events.external.span_outcomes': PENDING,
     'structcal.events.kinds.EventInstances': PENDING,
     'structcal.events.kinds.EventKind': PENDING,
     'structcal.events.kinds.InLexicon': PENDING,
@@ -863,7 +861,34 @@ def _case_object_events():
                 {"n_samples": "count", "iou_threshold": "scalar_probability"})
 
 
+def _case_span_outcomes():
+    from structcal.events.external import span_outcomes
+
+    pred = dict(item=np.array([0, 0, 1]), start=np.array([0, 3, 1]), end=np.array([2, 4, 3]),
+                type_=np.array([1, 2, 1]))
+    gold = dict(gold_item=np.array([0, 1]), gold_start=np.array([0, 1]),
+                gold_end=np.array([2, 3]), gold_type=np.array([1, 2]))
+    args = {**pred, **gold}
+    return Case(lambda **a: span_outcomes(*(a[k] for k in args)), args,
+                {k: "array" for k in args}, {k: tuple(args) for k in args})
+
+
+def _case_object_outcomes():
+    from structcal.events.external import object_outcomes
+
+    gold = np.zeros((2, 4, 4), dtype=int)
+    gold[0, :2, :2] = 1
+    gold[1, 2:, 2:] = 2
+    return Case(lambda **a: object_outcomes([np.array([0, 1, 4, 5]), np.array([10, 11])],
+                                            a["classes"], a["item"], list(gold)),
+                {"classes": np.array([1, 2]), "item": np.array([0, 1])},
+                {"classes": "array", "item": "array"},
+                {"classes": ("item", "members"), "item": ("classes", "members", "gold_labels")})
+
+
 CASES = {
+    "structcal.events.external.span_outcomes": _case_span_outcomes,
+    "structcal.events.external.object_outcomes": _case_object_outcomes,
     "structcal.events.kinds.LabelAt": _case_label_at,
     "structcal.events.kinds.AnyLabel": _case_any_label,
     "structcal.events.kinds.SpanEquals": _case_span_equals,

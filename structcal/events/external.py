@@ -205,9 +205,19 @@ def span_outcomes(item, start, end, type_, gold_item, gold_start, gold_end, gold
     All arguments are arrays of equal length per side (``end`` exclusive); returns a bool
     array, one per predicted span.
     """
-    pred = list(zip(*(np.asarray(a).tolist() for a in (item, start, end, type_))))
-    gold = set(zip(*(np.asarray(a).tolist() for a in (gold_item, gold_start, gold_end,
-                                                      gold_type))))
+    def side(arrays, names):
+        first = as_int_array(arrays[0], names[0], ndim=1)
+        cols = [first] + [as_int_array(a, n, ndim=1, shape=first.shape)
+                          for a, n in zip(arrays[1:], names[1:])]
+        if (cols[2] < cols[1]).any():
+            i = int(np.argmax(cols[2] < cols[1]))
+            raise ParameterError(f"`{names[2]}` must be >= `{names[1]}` (end exclusive); got "
+                                 f"{names[1]}[{i}]={cols[1][i]}, {names[2]}[{i}]={cols[2][i]}")
+        return list(zip(*(c.tolist() for c in cols)))
+
+    pred = side((item, start, end, type_), ("item", "start", "end", "type_"))
+    gold = set(side((gold_item, gold_start, gold_end, gold_type),
+                    ("gold_item", "gold_start", "gold_end", "gold_type")))
     return np.array([p in gold for p in pred], dtype=bool)
 
 
@@ -234,11 +244,16 @@ def object_outcomes(members, classes, item, gold_labels, *, iou_threshold=0.5, b
     """
     from scipy import ndimage as ndi
 
-    classes = np.asarray(classes)
-    item = np.asarray(item)
-    out = np.zeros(len(members), dtype=bool)
+    n = len(members)
+    classes = as_int_array(classes, "classes", ndim=1, shape=(n,))
+    gold_labels = [as_int_array(g, f"gold_labels[{i}]", ndim=2) for i, g in enumerate(gold_labels)]
+    item = as_int_array(item, "item", ndim=1, shape=(n,), low=0, high=max(len(gold_labels), 1))
+    if n and len(gold_labels) == 0:
+        raise ParameterError("`gold_labels` must hold a label image per image of `item`; got none")
+    members = [as_int_array(m, f"members[{r}]", ndim=1, low=0, high=gold_labels[item[r]].size)
+               for r, m in enumerate(members)]
+    out = np.zeros(n, dtype=bool)
     for img, gold in enumerate(gold_labels):
-        gold = np.asarray(gold)
         flat = gold.reshape(-1)
         rows = np.flatnonzero(item == img)
         if not rows.size:
