@@ -42,9 +42,9 @@ class _KDTree:
     """Derived, unsaved state of a fitted k-NN forecaster: the tree and data in tree order."""
 
     def __init__(self, X, y, fold=None):
-        self.X_fit = X
         from ._knn import LEAF_SIZE, build_kdtree  # Numba: imported when a tree is needed
 
+        self.X_fit = X
         perm, self.start, self.end, self.child, self.lower, self.upper = build_kdtree(X, LEAF_SIZE)
         self.key = perm
         self.XT = np.ascontiguousarray(X[perm].T)

@@ -108,8 +108,8 @@ class _BinaryForecaster(SaveLoadMixin, ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(proba, axis=1)]
 
     def to_map(self):
-        """The fitted forecaster as arrays (:mod:`structcal._regions`), which forecast the
-        same probabilities without scikit-learn."""
+        """The fitted forecaster as arrays (a :class:`KNNRegionMap` or :class:`TreeRegionMap`),
+        which forecast the same probabilities without scikit-learn."""
         check_is_fitted(self)
         return self._MAP._from_forecaster(self)
 
