@@ -162,7 +162,7 @@ def betting_evalues(values, upper=1.0):
     if x.ndim != 2:
         raise ParameterError(f"`values` must be 1-d or 2-d; got shape {x.shape}")
     u = as_float_array(upper, "upper")
-    if u.ndim > 1 or (u.ndim == 1 and u.shape[0] not in (1, x.shape[1])):
+    if u.ndim > 1 or (np.ndim(upper) == 1 and u.shape[0] != x.shape[1]):
         raise ParameterError(f"`upper` must be a number or one bound per column of `values` "
                              f"({x.shape[1]}); got shape {u.shape}")
     u = np.broadcast_to(u, (x.shape[1],))

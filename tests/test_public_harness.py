@@ -1009,7 +1009,9 @@ def _drawn(mutation, value, data):
     if mutation == "shorter" and n > 1:
         return a[: n - data.draw(st.integers(1, n - 1), label="rows dropped")]
     if mutation == "longer" and n:
-        extra = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=5),
+        # rows repeated from before the last: repeating the last entry of offsets would
+        # add empty segments, a valid input rather than a misaligned one
+        extra = data.draw(st.lists(st.integers(0, max(n - 2, 0)), min_size=1, max_size=5),
                           label="rows repeated")
         return np.concatenate([a, a[extra]])
     if mutation == "repeat" and n > 1:
