@@ -172,7 +172,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.io.read_manifest': PENDING,
     'structcal.io.save': PENDING,
     'structcal.items.split_events': PENDING,
-    'structcal.items.to_networkx': PENDING,
     'structcal.metrics._results.ConfidenceInterval': FUZZED,
     'structcal.metrics._results.ReliabilityTable': FUZZED,
     'structcal.metrics.calibration.CalibrationErrorResult': FUZZED,
@@ -886,7 +885,20 @@ def _case_object_outcomes():
                 {"classes": ("item", "members"), "item": ("classes", "members", "gold_labels")})
 
 
+def _case_to_networkx():
+    import networkx as nx
+
+    from structcal.items import to_networkx
+
+    graphs = [nx.path_graph(3), nx.path_graph(4)]
+    return Case(lambda **a: to_networkx(graphs, a["offsets"], label=a["label"]),
+                {"offsets": np.array([0, 3, 7]), "label": np.arange(7)},
+                {"offsets": "array", "label": "array"},
+                {"offsets": ("graphs", "label"), "label": ("offsets", "graphs")})
+
+
 CASES = {
+    "structcal.items.to_networkx": _case_to_networkx,
     "structcal.events.external.span_outcomes": _case_span_outcomes,
     "structcal.events.external.object_outcomes": _case_object_outcomes,
     "structcal.events.kinds.LabelAt": _case_label_at,
@@ -1057,6 +1069,10 @@ def test_sampled_mutations():
 
 #: mutations with a documented result rather than an error
 ACCEPTED = {
+    # node attributes are any per-node rows (names, NaN, arrays)
+    ("structcal.items.to_networkx", "label", "nan"),
+    ("structcal.items.to_networkx", "label", "strings"),
+    ("structcal.items.to_networkx", "label", "extra_axis"),
     # scores[0] is the background's slot, which to_coco does not read (NaN elsewhere is
     # refused)
     ("structcal.adapters.instances.to_coco", "scores", "nan"),
