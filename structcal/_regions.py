@@ -18,6 +18,8 @@ import numpy as np
 
 from ._estimator import ParamsMixin
 from ._tier import numpy_tier
+from ._validation import as_float_array
+from .exceptions import ParameterError
 
 __all__ = ["KNNRegionMap", "TreeRegionMap"]
 
@@ -195,9 +197,6 @@ class _RegionMap(ParamsMixin):
             Column 1 is the probability of the positive outcome (``classes_[1]``); one
             column of ones after a fit on a single outcome.
         """
-        from ._validation import as_float_array
-        from .exceptions import ParameterError
-
         X = as_float_array(X, "X", ndim=2)
         if X.shape[1] != self.n_features_in_:
             raise ParameterError(f"`X` must have {self.n_features_in_} feature columns (as "

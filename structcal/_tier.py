@@ -1,9 +1,10 @@
 """Which implementation runs a computation: NumPy for small work, Numba kernels for the rest.
 
-A kernel costs time before its first result in a process: importing Numba and setting
-up its compiler (about 0.6 s), loading the compiled kernel from the on-disk cache, or,
-on a first run after install, compiling it (seconds per kernel). A small job (tens of
-sentences, a few hundred events) is done by NumPy in milliseconds. The chain inference
+A kernel costs time before its first result in a process: importing Numba, setting up
+its compiler and loading the compiled kernel from the on-disk cache take about 1 s even
+when the cache is warm, and a first run after install compiles it (seconds per kernel).
+A small job (tens of sentences, a few hundred events) is done by NumPy in milliseconds
+(``benchmarks/bench_numpy_tier.py``). The chain inference
 functions, the k-NN region maps and the shift test's permutation statistics therefore
 run in NumPy when their work, counted in elementary steps, is at most
 :data:`SMALL_WORK`, and in the kernels otherwise. Both give the same results: labels,
@@ -18,7 +19,8 @@ from contextlib import contextmanager
 __all__ = ["SMALL_WORK", "numpy_tier", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
-#: takes tens of milliseconds (``benchmarks/bench_numpy_tier.py``).
+#: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
+#: ``benchmarks/bench_numpy_tier.py``).
 SMALL_WORK = 2_000_000
 
 _TIERS = ("auto", "numpy", "kernels")
@@ -28,6 +30,10 @@ _forced = [os.environ.get("STRUCTCAL_TIER", "auto")]
 def numpy_tier(work) -> bool:
     """Whether work of this size runs in NumPy (rather than in the Numba kernels)."""
     tier = _forced[-1]
+    if tier not in _TIERS:  # only the environment can put an unknown name here
+        from .exceptions import ParameterError
+
+        raise ParameterError(f"STRUCTCAL_TIER must be one of {list(_TIERS)}; got {tier!r}")
     if tier == "auto":
         return work <= SMALL_WORK
     return tier == "numpy"

@@ -253,22 +253,20 @@ def check_offsets(offsets, name: str, n_rows: int) -> np.ndarray:
     return arr
 
 
-def check_csr_graph(indptr, indices, n_nodes: int | None = None, *,
-                    names=("indptr", "indices")) -> tuple[np.ndarray, np.ndarray]:
+def check_csr_graph(indptr, indices, n_nodes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Check CSR neighbour lists: ``indptr`` (n_nodes + 1 offsets into ``indices``) and
     ``indices`` (node ids in ``0..n_nodes - 1``). ``n_nodes`` defaults to ``len(indptr) - 1``.
     Kernels index with these arrays unchecked, so a bad graph must stop here."""
-    p_name, i_name = names
-    indices = as_int_array(indices, i_name, ndim=1)
-    indptr = check_offsets(indptr, p_name, indices.shape[0])
+    indices = as_int_array(indices, "indices", ndim=1)
+    indptr = check_offsets(indptr, "indptr", indices.shape[0])
     n = indptr.shape[0] - 1 if n_nodes is None else int(n_nodes)
     if indptr.shape[0] != n + 1:
-        raise ParameterError(f"`{p_name}` must have one entry per node plus one ({n + 1}); got "
+        raise ParameterError(f"`indptr` must have one entry per node plus one ({n + 1}); got "
                              f"{indptr.shape[0]}")
     if indices.size and (indices.min() < 0 or indices.max() >= n):
         bad = int(np.argmax((indices < 0) | (indices >= n)))
-        raise ParameterError(f"`{i_name}` must hold node ids in 0..{n - 1}; got "
-                             f"{i_name}[{bad}]={indices[bad]}")
+        raise ParameterError(f"`indices` must hold node ids in 0..{n - 1}; got "
+                             f"indices[{bad}]={indices[bad]}")
     return indptr, indices
 
 

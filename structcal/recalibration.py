@@ -539,9 +539,11 @@ def _positive_column(model, X) -> np.ndarray:
 
 def _kept_form(model):
     """What a recalibrator keeps of a fitted forecaster: structcal's region forecasters as
-    their maps (arrays, evaluated without scikit-learn), any other model as it is."""
-    to_map = getattr(model, "to_map", None)
-    return to_map() if callable(to_map) and type(model).__module__ == "structcal.forecasters" else model
+    their maps (arrays, evaluated without scikit-learn), any other model (a subclass
+    included, which may forecast otherwise) as it is."""
+    from .forecasters import KNNRegionForecaster, TreeRegionForecaster  # fitted: imported
+
+    return model.to_map() if type(model) in (KNNRegionForecaster, TreeRegionForecaster) else model
 
 
 def _fit_isotonic(r: np.ndarray, y: np.ndarray, prior: float = 0.0, weights=None):

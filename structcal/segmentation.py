@@ -43,10 +43,15 @@ def _images_iv(images, name="images") -> list:
 
 
 def _masks_iv(masks, images, name="masks") -> list:
+    """0/1 masks as int64 arrays, one per image of ``images`` and of its shape (``images``
+    None: the masks alone, each of any shape)."""
     if isinstance(masks, (list, tuple)) or np.ndim(masks) in (2, 3):
         ms = list(masks) if isinstance(masks, (list, tuple)) or np.ndim(masks) == 3 else [masks]
     else:
-        raise ParameterTypeError(f"`{name}` must be masks like `images`; got {describe(masks)}")
+        raise ParameterTypeError(f"`{name}` must be 0/1 masks (a 2-d array, a 3-d array or a list "
+                                 f"of 2-d arrays); got {describe(masks)}")
+    if images is None:
+        images = [np.asarray(m) for m in ms]
     if len(ms) != len(images):
         raise ParameterError(
             f"`{name}` must hold one mask per image ({len(images)}); got {len(ms)}"
@@ -267,13 +272,7 @@ def segmentation_scores(
 
     iou_threshold = check_float(iou_threshold, "iou_threshold", low=0.5, high=1.0)
     structure = ndi.generate_binary_structure(2, 1 if check_connectivity(connectivity) == 4 else 2)
-    if np.ndim(labels) == 2 and not isinstance(labels, (list, tuple)):
-        labels = [labels]
-    if isinstance(labels, (list, tuple)) or np.ndim(labels) == 3:
-        preds = _masks_iv(labels, [np.asarray(x) for x in labels], name="labels")
-    else:
-        raise ParameterTypeError(f"`labels` must be 0/1 segmentations (a list of 2-d arrays or "
-                                 f"a 3-d array); got {describe(labels)}")
+    preds = _masks_iv(labels, None, name="labels")
     golds = _masks_iv(masks, preds)
     tp = n_p = n_g = 0
     for p, g in zip(preds, golds):

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._tier import numpy_tier
+
 __all__ = ["DensityRatio", "GroupShiftResult", "density_ratio", "group_shift_test"]
 
 
@@ -174,8 +176,6 @@ def group_shift_test(reference, new, groups_reference=None, groups_new=None, *,
 def _ks_distances(order, tie_end, sides, n_ref, n_new):
     """KS distance of every column under every split (:func:`_shift_kernels.ks_permutations`):
     in NumPy for a small job, with the same operations, so the same statistics bit for bit."""
-    from ._tier import numpy_tier
-
     B, N = sides.shape
     C = order.shape[0]
     out = np.zeros((B, C))

@@ -147,3 +147,16 @@ def test_shift_statistics_tiers_agree(seed):
     assert a.statistic == b.statistic and a.pvalue == b.pvalue
     np.testing.assert_array_equal(a.statistic_columns, b.statistic_columns)
     np.testing.assert_array_equal(a.pvalue_columns, b.pvalue_columns)
+
+
+def test_an_unknown_tier_in_the_environment_is_named(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import numpy as np; from structcal import ChainPotentials;"
+            "from structcal.inference import infer;"
+            "infer(ChainPotentials.from_scores(np.zeros((3, 2)), lengths=[3],"
+            " transitions=np.zeros((2, 2))))")
+    env = dict(__import__("os").environ, STRUCTCAL_TIER="fast")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "STRUCTCAL_TIER must be one of" in r.stderr

@@ -355,6 +355,12 @@ def test_gold_in_another_scheme_is_refused():
     assert not t.outcome.all()
     with pytest.raises(ParameterTypeError, match="tag_scheme"):
         MarginalEvent(tag_scheme="BIO")
+    # a scheme whose tags are in another order than the model's labels is refused, as for
+    # entity kinds
+    named = StructuredPrediction(ChainPotentials(p.unary, p.offsets, p.pairwise,
+                                                 label_names=list(reversed(tags))))
+    with pytest.raises(ParameterError, match="not in the order of the model's labels"):
+        build_events(named, [MarginalEvent(tag_scheme=bio)], y_true=back, features=["raw"])
 
 
 def test_bio_tag_names_are_refused_as_bioes_or_bilou():

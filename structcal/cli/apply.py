@@ -125,12 +125,11 @@ def event_columns(out, kinds=(), tag_names=None) -> dict:
         tag = np.full(t.n_events, "", dtype=object)
         named = label >= 0
         typed = np.zeros(t.n_events, dtype=bool)
-        from ..events.kinds import MAPEvent, MarginalEvent
+        from ..events.kinds import _TokenKind
 
         for k, kind in enumerate(kinds):
             # entity events: the label is an entity type (token kinds' labels are tags)
-            if getattr(kind, "tag_scheme", None) is not None and not isinstance(
-                    kind, (MAPEvent, MarginalEvent)):
+            if getattr(kind, "tag_scheme", None) is not None and not isinstance(kind, _TokenKind):
                 rows = (t.kind == k) & named
                 tag[rows] = np.asarray(kind.tag_scheme.types, dtype=object)[label[rows]]
                 typed |= rows

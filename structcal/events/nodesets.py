@@ -28,7 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._ragged import offsets_from_lengths, ragged_rows
-from .._validation import describe
+from .._validation import (
+    as_int_array, as_numeric, check_csr_graph, check_int, check_offsets, describe,
+)
 from ..exceptions import ParameterError, ParameterTypeError
 from ..potentials import ChainPotentials
 from .kinds import EventKind
@@ -142,8 +144,6 @@ def exact_set_constraints(
     -------
     NodeSetConstraints
     """
-    from .._validation import as_int_array, check_int, check_offsets
-
     n_states = check_int(n_states, "n_states", low=1)
     members = as_int_array(members, "members", ndim=1, low=0)
     member_offsets = check_offsets(member_offsets, "member_offsets", members.shape[0])
@@ -207,8 +207,6 @@ def constraints_probability(pred, constraints: NodeSetConstraints, event_items) 
 
     if not isinstance(pred.potentials, ChainPotentials):
         raise ParameterTypeError("exact node-set probabilities need chain potentials")
-    from .._validation import as_int_array
-
     c = constraints
     if not isinstance(c, NodeSetConstraints):
         raise ParameterTypeError(f"`constraints` must be NodeSetConstraints; got {describe(c)}")
@@ -217,15 +215,13 @@ def constraints_probability(pred, constraints: NodeSetConstraints, event_items) 
     if c.n_patterns == 0:
         return np.zeros(c.n_events)
     chains = event_items[c.event]
-    per_pattern_item = np.repeat(chains, np.diff(c.pattern_offsets))
-    start, end = pred.item_offsets[per_pattern_item], pred.item_offsets[per_pattern_item + 1]
-    outside = (c.node < start) | (c.node >= end)
+    per_constraint_chain = np.repeat(chains, np.diff(c.pattern_offsets))
+    positions = c.node - pred.item_offsets[per_constraint_chain]
+    outside = (positions < 0) | (positions >= pred.lengths[per_constraint_chain])
     if outside.any():
         i = int(np.argmax(outside))
         raise ParameterError(f"`constraints`: node {c.node[i]} is not in item "
-                             f"{per_pattern_item[i]} of its event (`event_items`)")
-    per_constraint_chain = np.repeat(chains, np.diff(c.pattern_offsets))
-    positions = c.node - pred.item_offsets[:-1][per_constraint_chain]
+                             f"{per_constraint_chain[i]} of its event (`event_items`)")
     logz = constrained_log_partition(
         pred.potentials, chains, c.pattern_offsets, positions, c.allowed
     )
@@ -260,8 +256,6 @@ def segment_reduce(values, offsets, op: str, *, empty: float = np.nan) -> np.nda
     -------
     ndarray of shape (n_segments,)
     """
-    from .._validation import as_int_array, as_numeric, check_offsets
-
     values = as_numeric(values, "values")  # NaN stays: a reduction of NaN is NaN
     if values.ndim != 1:
         raise ParameterError(f"`values` must be 1-d (laid end to end); got shape {values.shape}")
@@ -332,7 +326,6 @@ def outer_boundary(members, member_offsets, indptr, indices) -> tuple[np.ndarray
         Boundary nodes of the events laid end to end, sorted within each event.
     boundary_offsets : ndarray of shape (n_events + 1,)
     """
-    from .._validation import as_int_array, check_csr_graph, check_offsets
     from ._kernels import boundary
 
     indptr, indices = check_csr_graph(indptr, indices)

@@ -39,14 +39,13 @@ class _Padded:
     def __init__(self, unary, offsets, edge_offsets, pw, stride, chains=None):
         if chains is None:
             chains = np.arange(offsets.shape[0] - 1)
-        self.chains = chains
-        self.starts = offsets[chains]
-        self.lengths = offsets[chains + 1] - self.starts
-        self.T = int(self.lengths.max()) if chains.shape[0] else 0
+        starts = offsets[chains]
+        self.lengths = offsets[chains + 1] - starts
+        T = int(self.lengths.max()) if chains.shape[0] else 0
         B, K = chains.shape[0], unary.shape[1]
-        pos = np.arange(self.T)
+        pos = np.arange(T)
         self.valid = pos[None, :] < self.lengths[:, None]
-        rows = np.where(self.valid, self.starts[:, None] + pos[None, :], 0)
+        rows = np.where(self.valid, starts[:, None] + pos[None, :], 0)
         self.U = np.where(self.valid[:, :, None], unary[rows], 0.0) if B else np.zeros((0, 0, K))
         self.pw, self.stride, self.e0 = pw, stride, edge_offsets[chains]
 
@@ -61,8 +60,7 @@ class _Padded:
 
 def forward(P):
     """Normalised forward messages ``(n_chains, T, K)`` and the log-partitions."""
-    B, T = P.U.shape[0], P.T
-    K = P.U.shape[2]
+    B, T, K = P.U.shape
     alpha = np.zeros((B, T, K))
     logz = np.zeros(B)
     if T == 0:
@@ -209,7 +207,7 @@ def kbest(unary, offsets, edge_offsets, pw, stride, k):
     live = ~empty
     scores[live] = val[live]
     found[live] = (val[live] > -np.inf).sum(axis=1)
-    for q in range(min(k, K * k)):
+    for q in range(k):  # backtrack rank q of every chain at once
         j = order[:, q] // k
         r = order[:, q] % k
         ok = live & (val[:, q] > -np.inf)
@@ -217,51 +215,42 @@ def kbest(unary, offsets, edge_offsets, pw, stride, k):
         for t in range(T - 1, -1, -1):
             at = ok & (t <= last)
             y[at, t] = j[at]
-            step = at & (t > 0)
             if t > 0:
-                jn = np.where(step, BI[rows, t, j, r], j)
-                rn = np.where(step, BR[rows, t, j, r], r)
-                j, r = jn, rn
+                j, r = np.where(at, BI[rows, t, j, r], j), np.where(at, BR[rows, t, j, r], r)
         out = np.full((B, T), -1, dtype=np.int64)
         out[ok] = y[ok]
         labels[q] = out[P.valid]
     return labels, scores, found
 
 
-def score(unary, offsets, edge_offsets, pw, stride, labels):
-    """Unnormalised log-score of one labeling per chain, as :func:`_chain.score_batch`
-    (the same sums in the same order: a chain's unary terms, then its edges')."""
-    n_tokens = unary.shape[0]
-    lengths = np.diff(offsets)
-    chain = np.repeat(np.arange(lengths.shape[0]), lengths)
-    pos = np.arange(n_tokens) - offsets[chain]
+def score(p, pw, stride, labels):
+    """Unnormalised log-score of one labeling per chain of ``p`` (ChainPotentials), as
+    :func:`_chain.score_batch` (the same sums in the same order: a chain's unary terms,
+    then its edges')."""
+    chain, pos = p.chain_index, p.position_index
     i = np.flatnonzero(pos > 0)  # the edge into token i
-    edges = pw[(edge_offsets[chain[i]] + pos[i] - 1) * stride, labels[i - 1], labels[i]]
-    terms = np.concatenate([unary[np.arange(n_tokens), labels], edges])
-    return np.bincount(np.concatenate([chain, chain[i]]), weights=terms,
-                       minlength=lengths.shape[0])
+    edges = pw[(p.edge_offsets[chain[i]] + pos[i] - 1) * stride, labels[i - 1], labels[i]]
+    terms = np.concatenate([p.unary[np.arange(p.n_tokens), labels], edges])
+    return np.bincount(np.concatenate([chain, chain[i]]), weights=terms, minlength=p.n_chains)
 
 
-def pseudo_marginals(unary, offsets, edge_offsets, pw, stride, labels):
-    """``(out, bad)`` as :func:`_chain.pseudo_marginals_batch`."""
-    n_tokens, K = unary.shape
-    lengths = np.diff(offsets)
-    chain = np.repeat(np.arange(lengths.shape[0]), lengths)
-    pos = np.arange(n_tokens) - offsets[chain]
-    x = unary.copy()
+def pseudo_marginals(p, pw, stride, labels):
+    """``(out, bad)`` of ``p`` (ChainPotentials) as :func:`_chain.pseudo_marginals_batch`."""
+    chain, pos = p.chain_index, p.position_index
+    x = p.unary.copy()
     has_prev = pos > 0
-    has_next = pos < lengths[chain] - 1
-    e = (edge_offsets[chain] + pos - 1) * stride
+    has_next = pos < p.lengths[chain] - 1
+    e = (p.edge_offsets[chain] + pos - 1) * stride
     i = np.flatnonzero(has_prev)
     x[i] += pw[e[i], labels[i - 1], :]
     i = np.flatnonzero(has_next)
     x[i] += pw[e[i] + stride, :, labels[i + 1]]
-    mx = x.max(axis=1) if n_tokens else np.zeros(0)
+    mx = x.max(axis=1) if p.n_tokens else np.zeros(0)
     dead = mx == -np.inf
     out = np.exp(x - np.where(dead, 0.0, mx)[:, None])
     out /= np.where(dead, 1.0, out.sum(axis=1))[:, None]
     out[dead] = 0.0
-    bad = np.zeros(lengths.shape[0], dtype=np.int64)
+    bad = np.zeros(p.n_chains, dtype=np.int64)
     for t in np.flatnonzero(dead)[::-1]:  # the first dead position of each chain wins
         bad[chain[t]] = pos[t] + 1
     return out, bad

@@ -15,9 +15,9 @@ import numpy as np
 
 from .._validation import as_bool_array, as_int_array, check_int, check_offsets, describe
 from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError, PrecisionWarning
+from .._tier import LazyModule, numpy_tier
 from ..potentials import ChainPotentials
 from . import _chain_numpy
-from .._tier import LazyModule, numpy_tier
 from ._chain_numpy import STATUS_FALLBACK, STATUS_INFEASIBLE, STATUS_OK, STATUS_PENDING
 
 _chain = LazyModule("structcal.inference._chain")  # the Numba kernels
@@ -436,7 +436,7 @@ def score_labelings(potentials: ChainPotentials, labels) -> np.ndarray:
     labels = _labels_iv(p, labels)
     pw, stride = p._pairwise3()
     if numpy_tier(p.n_tokens):
-        return _chain_numpy.score(p.unary, p.offsets, p.edge_offsets, pw, stride, labels)
+        return _chain_numpy.score(p, pw, stride, labels)
     out = np.empty(p.n_chains)
     _chain.score_batch(p.unary, p.offsets, p.edge_offsets, pw, stride, labels, out, work=p.n_tokens // 8)
     return out
@@ -511,8 +511,7 @@ def pseudo_marginals(potentials: ChainPotentials, labels) -> np.ndarray:
     labels = _labels_iv(p, labels)
     pw, stride = p._pairwise3()
     if numpy_tier(p.n_tokens * p.n_states):
-        out, bad = _chain_numpy.pseudo_marginals(p.unary, p.offsets, p.edge_offsets, pw, stride,
-                                                 labels)
+        out, bad = _chain_numpy.pseudo_marginals(p, pw, stride, labels)
     else:
         out = np.empty((p.n_tokens, p.n_states))
         bad = np.zeros(p.n_chains, dtype=np.int64)
