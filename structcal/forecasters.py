@@ -15,6 +15,7 @@ import numbers
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.model_selection import KFold
 from sklearn.tree import DecisionTreeRegressor
@@ -24,7 +25,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._regions import (
     KNNRegionMap, TreeRegionMap, _check_prior, _KDTree, _KNNRegions, _TreeArrays, _TreeRegions,
 )
-from ._validation import check_random_state
+from ._validation import as_ids, check_random_state
+from .exceptions import ParameterError, StructcalError
 from .io import SaveLoadMixin
 
 __all__ = [
@@ -63,7 +65,13 @@ class _BinaryForecaster(SaveLoadMixin, ClassifierMixin, BaseEstimator):
     """Shared fit/predict plumbing: two classes (or one, with a warning), probabilities out."""
 
     def _fit_targets(self, X, y):
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+        _check_rows(X, y)
+        try:
+            X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+        except ValueError as exc:
+            if isinstance(exc, StructcalError):
+                raise
+            raise ParameterError(str(exc)) from exc
         y_type = type_of_target(y, input_name="y", raise_unknown=True)
         if y_type != "binary":
             raise ValueError(
@@ -299,11 +307,30 @@ def _groups_iv(groups, n):
     """Group codes 0..G-1 of ``n`` events (None stays None: each event its own group)."""
     if groups is None:
         return None
-    groups = np.asarray(groups)
-    if groups.ndim != 1 or groups.shape[0] != n:
-        raise ValueError(f"`groups` must have shape ({n},) (one group per event); "
-                         f"got shape {groups.shape}")
+    groups = as_ids(groups, "groups", n, "one group per event")
+    if groups.dtype == object:
+        groups = groups.astype(str)
     return np.unique(groups, return_inverse=True)[1].astype(np.int64)
+
+
+#: scikit-learn's wording for a missing ``y`` (its estimator checks look for it)
+_CLASS_Y_NONE = "requires y to be passed, but the target y is None"
+
+
+def _check_rows(X, y):
+    """``X`` 2-d and ``y`` with one outcome per row of ``X`` (dense inputs; scikit-learn's
+    own validation, which follows, covers the rest)."""
+    if y is None:
+        raise ParameterError(f"{_CLASS_Y_NONE}: `y` (one outcome per row of `X`) is required")
+    if sp.issparse(X) or not hasattr(X, "__len__"):
+        return
+    shape = np.shape(X)
+    if len(shape) != 2:
+        raise ParameterError(f"`X` must be 2-d (n_events, n_features); got shape {shape}")
+    ny = np.shape(y)
+    if len(ny) == 0 or ny[0] != shape[0] or (len(ny) == 2 and ny[1] != 1) or len(ny) > 2:
+        raise ParameterError(f"`y` must hold one outcome per row of `X` (shape "
+                             f"({shape[0]},)); got shape {ny}")
 
 
 def group_folds(groups, n, cv, rng):

@@ -31,8 +31,6 @@ PENDING = "not yet in the harness: tested by its module's own tests only"
 
 OUTSIDE_THE_HARNESS = {
     'structcal._state.register': PENDING,
-    'structcal.adapters.crfsuite.CRFsuiteModel': PENDING,
-    'structcal.adapters.crfsuite.crfsuite_potentials': PENDING,
     'structcal.adapters.huggingface.hf_tag_names': PENDING,
     'structcal.adapters.instances.MapObjects': RESULT,
     'structcal.adapters.instances.read_label_image': PENDING,
@@ -73,8 +71,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.cli.warmup.add_parser': CLI,
     'structcal.cli.warmup.run': CLI,
     'structcal.cli.warmup.warm': CLI,
-    'structcal.crf.chain.ChainCRF': PENDING,
-    'structcal.crf.features.ImageFeatures': PENDING,
     'structcal.crf.graph.GraphCRF': PENDING,
     'structcal.datasets.bbbc039.BBBC039Nuclei': LOADER,
     'structcal.datasets.bbbc039.load_bbbc039': LOADER,
@@ -113,7 +109,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.nodesets.NodeSetConstraints': PENDING,
     'structcal.events.nodesets.NodeSetKind': PENDING,
     'structcal.events.nodesets.constraints_probability': PENDING,
-    'structcal.events.nodesets.member_values': PENDING,
     'structcal.events.objects.AllObjectsFound': PENDING,
     'structcal.events.objects.ObjectCountCorrect': PENDING,
     'structcal.events.objects.object_table': PENDING,
@@ -129,8 +124,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.features.feature_names': PENDING,
     'structcal.features.get_feature': PENDING,
     'structcal.features.register_feature': PENDING,
-    'structcal.forecasters.KNNRegionForecaster': PENDING,
-    'structcal.forecasters.TreeRegionForecaster': PENDING,
     'structcal.guarantees.PrecisionCertificate': RESULT,
     'structcal.inference._dispatch.infer': FUZZED,
     'structcal.inference._dispatch.pseudo_marginals': FUZZED,
@@ -194,7 +187,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.online.metrics.RunningMetrics': PENDING,
     'structcal.online.metrics.RunningRegret': PENDING,
     'structcal.online.recalibrator.OnlineRecalibration': PENDING,
-    'structcal.online.recalibrator.OnlineRecalibrator': PENDING,
     'structcal.plotting.plot_calibration_curve': PENDING,
     'structcal.plotting.plot_reliability_curve': PENDING,
     'structcal.plotting.plot_report': PENDING,
@@ -897,7 +889,86 @@ def _case_to_networkx():
                 {"offsets": ("graphs", "label"), "label": ("offsets", "graphs")})
 
 
+def _case_online_recalibrator():
+    from structcal.online.recalibrator import OnlineRecalibrator
+
+    p, y, _ = _grouped()
+    return Case(lambda **a: OnlineRecalibrator(n_grid=5, random_state=0).fit(a["X"], a["y"]),
+                {"X": p[:, None], "y": y}, {"X": "map", "y": "array"},
+                {"X": ("X",), "y": ("y", "X")})
+
+
+def _region_forecaster_case(forecaster):
+    def make():
+        r = _rng()
+        X = r.normal(size=(120, 3))
+        return Case(lambda **a: forecaster().fit(a["X"], a["y"], groups=a["groups"]),
+                    {"X": X, "y": r.random(120) < 0.5, "groups": np.arange(120) // 6},
+                    {"X": "map", "y": "array", "groups": "ids"})
+    return make
+
+
+def _case_chain_crf():
+    from structcal.crf.chain import ChainCRF
+
+    r = _rng()
+    lengths = np.array([3, 5, 4, 6])
+    X = r.normal(size=(lengths.sum(), 4))
+    y = r.integers(0, 3, lengths.sum())
+    return Case(lambda **a: ChainCRF(max_iter=3, n_states=3).fit(a["X"], a["y"], a["lengths"]),
+                {"X": X, "y": y, "lengths": lengths},
+                {"X": "map", "y": "array", "lengths": "array"},
+                {k: ("X", "y", "lengths") for k in ("X", "y", "lengths")})
+
+
+def _case_image_features():
+    from structcal.crf.features import ImageFeatures
+
+    X = (_rng().random((30, 128)) < 0.3).astype(np.float64)
+    return Case(lambda **a: ImageFeatures(n_components=4).fit(a["X"]), {"X": X}, {"X": "map"},
+                {"X": ("tokens", "features")})
+
+
+def _case_crfsuite_model():
+    from structcal.adapters.crfsuite import CRFsuiteModel, crfsuite_potentials
+
+    r = _rng()
+    attrs = ("w=a", "w=b", "w=c", "w=d")
+    model = CRFsuiteModel(("O", "B-x", "I-x"), attrs, r.normal(size=(4, 3)),
+                          r.normal(size=(3, 3)))
+    return Case(lambda **a: crfsuite_potentials(
+                    CRFsuiteModel(("O", "B-x", "I-x"), attrs, a["state_weights"],
+                                  a["transitions"]),
+                    [[{"w=a": 1.0}, {"w=b": 1.0}], [{"w=c": 1.0}]]),
+                {"state_weights": model.state_weights.toarray(), "transitions": model.transitions},
+                {"state_weights": "map", "transitions": "map"})
+
+
+def _case_member_values():
+    from structcal.events.kinds import EventInstances
+    from structcal.events.nodesets import member_values
+
+    ev = EventInstances(np.array([0, 0, 1]), np.full(3, -1), np.array([1, 2, 1]),
+                        members=np.array([0, 1, 4, 5, 6, 9]),
+                        member_offsets=np.array([0, 2, 3, 6]),
+                        member_labels=np.array([1, 1, 2, 1, 1, 0]))
+    r = _rng()
+    return Case(lambda **a: (member_values(ev, a["per_node"]),
+                             member_values(ev, a["marginals"], labels=True)),
+                {"per_node": r.random(10), "marginals": r.dirichlet(np.ones(3), 10)},
+                {"per_node": "array", "marginals": "map"},
+                {"per_node": ("per_node", "nodes"), "marginals": ("per_node", "nodes")})
+
+
 CASES = {
+    "structcal.online.recalibrator.OnlineRecalibrator": _case_online_recalibrator,
+    "structcal.forecasters.KNNRegionForecaster": _region_forecaster_case(_knn_forecaster),
+    "structcal.forecasters.TreeRegionForecaster": _region_forecaster_case(_tree_forecaster),
+    "structcal.crf.chain.ChainCRF": _case_chain_crf,
+    "structcal.crf.features.ImageFeatures": _case_image_features,
+    "structcal.adapters.crfsuite.CRFsuiteModel": _case_crfsuite_model,
+    "structcal.adapters.crfsuite.crfsuite_potentials": _case_crfsuite_model,
+    "structcal.events.nodesets.member_values": _case_member_values,
     "structcal.items.to_networkx": _case_to_networkx,
     "structcal.events.external.span_outcomes": _case_span_outcomes,
     "structcal.events.external.object_outcomes": _case_object_outcomes,
@@ -1099,6 +1170,21 @@ ACCEPTED = {
     ("structcal.items.split_items", "values", "extra_axis"),
     # NaN in a feature column marks a kind without the feature (for every event of it)
     ("structcal.events.external.external_events", "length", "nan"),
+    # any two class labels, as for any scikit-learn classifier (the second sorted is the
+    # event), and a column vector y (raveled with scikit-learn's DataConversionWarning)
+    ("structcal.forecasters.KNNRegionForecaster", "y", "strings"),
+    ("structcal.forecasters.TreeRegionForecaster", "y", "strings"),
+    ("structcal.forecasters.KNNRegionForecaster", "y", "extra_axis"),
+    ("structcal.forecasters.TreeRegionForecaster", "y", "extra_axis"),
+    # a square transition matrix transposed is another valid one
+    ("structcal.adapters.crfsuite.CRFsuiteModel", "transitions", "transposed"),
+    ("structcal.adapters.crfsuite.crfsuite_potentials", "transitions", "transposed"),
+    # per-node values are any numbers (NaN included) in one row per node or more (the
+    # events do not know how many nodes there are), 2-d rows included
+    ("structcal.events.nodesets.member_values", "per_node", "nan"),
+    ("structcal.events.nodesets.member_values", "per_node", "longer"),
+    ("structcal.events.nodesets.member_values", "per_node", "extra_axis"),
+    ("structcal.events.nodesets.member_values", "marginals", "nan"),
     # more or fewer independent draws: a valid sample of another size
     ("structcal.guarantees.betting_evalues", "values", "longer"),
     ("structcal.guarantees.betting_evalues", "values", "shorter"),

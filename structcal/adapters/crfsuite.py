@@ -32,7 +32,7 @@ from itertools import chain, compress, count, repeat
 
 import numpy as np
 
-from .._validation import describe
+from .._validation import as_float_array, describe
 from ..exceptions import ParameterError, ParameterTypeError
 
 __all__ = ["CRFsuiteModel", "crfsuite_potentials"]
@@ -85,8 +85,18 @@ class CRFsuiteModel:
         self.attributes = list(attributes)
         import scipy.sparse as sp
 
-        self.state_weights = sp.csr_matrix(state_weights, dtype=np.float64)
-        self.transitions = np.ascontiguousarray(transitions, dtype=np.float64)
+        L, F = len(self.labels), len(self.attributes)
+        if sp.issparse(state_weights):
+            w = sp.csr_matrix(state_weights, dtype=np.float64)
+            if not np.isfinite(w.data).all():
+                raise ParameterError("`state_weights` must be finite")
+        else:
+            w = sp.csr_matrix(as_float_array(state_weights, "state_weights", ndim=2))
+        if w.shape != (F, L):
+            raise ParameterError(f"`state_weights` must have shape (n_attributes, n_labels) = "
+                                 f"({F}, {L}); got {w.shape}")
+        self.state_weights = w
+        self.transitions = as_float_array(transitions, "transitions", ndim=2, shape=(L, L))
         self._vocab = None
         self._dense = None
 

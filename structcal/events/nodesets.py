@@ -305,7 +305,21 @@ def member_values(events, per_node, labels: bool = False) -> np.ndarray:
     if events.members is None:
         raise ParameterTypeError("these events do not cover node sets (no `members`)")
     per_node = np.asarray(per_node)
+    if per_node.dtype.kind not in "biuf":
+        raise ParameterTypeError(f"`per_node` must hold numbers; got {describe(per_node)}")
+    if per_node.ndim not in (1, 2) or (labels and per_node.ndim != 2):
+        raise ParameterError(f"`per_node` must be {'2' if labels else '1- or 2'}-d "
+                             f"(one row per node{', one column per state' if labels else ''}); "
+                             f"got shape {per_node.shape}")
+    need = int(events.members.max()) + 1 if events.members.size else 0
+    if per_node.shape[0] < need:
+        raise ParameterError(f"`per_node` has {per_node.shape[0]} rows, but the events' members "
+                             f"reach node {need - 1}: one row per node is needed")
     if labels:
+        top = int(events.member_labels.max()) + 1 if events.member_labels.size else 0
+        if per_node.shape[1] < top:
+            raise ParameterError(f"`per_node` has {per_node.shape[1]} columns, but the members' "
+                                 f"labels reach {top - 1}: one column per state is needed")
         return per_node[events.members, events.member_labels]
     return per_node[events.members]
 
