@@ -61,6 +61,11 @@ def _check_ndim_shape(arr, name, ndim, shape):
             f"`{name}` must be a {ndim}-d array; got {arr.ndim}-d array of shape {arr.shape}"
         )
     if shape is not None:
+        if arr.ndim != len(shape):
+            raise ParameterError(
+                f"`{name}` must be a {len(shape)}-d array; got {arr.ndim}-d array of shape "
+                f"{arr.shape}"
+            )
         for axis, (want, got) in enumerate(zip(shape, arr.shape)):
             if want is not None and want != got:
                 parts = ["?" if s is None else str(s) for s in shape]

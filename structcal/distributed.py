@@ -664,7 +664,7 @@ def _item_args(n_items, n_nodes, n_states, sizes, item_ids, labels, node_data, p
                 [p if p.size else p.astype(np.int64) for p in parts] or [np.zeros(0, np.int64)]
             )
         else:
-            flat = np.asarray(labels).ravel()
+            flat = np.asarray(labels)
         if flat.shape != (n_nodes,) or (flat.size and flat.dtype.kind not in "iu"):
             raise ParameterError(
                 f"`labels` must hold one integer label per node ({n_nodes}); got {flat.shape}"

@@ -17,7 +17,7 @@ from structcal.events import (
     object_table,
 )
 from structcal.events.objects import label_components, match_objects
-from structcal.exceptions import ParameterError
+from structcal.exceptions import ParameterError, ParameterTypeError
 from structcal.potentials import GraphPotentials, grid_coordinates
 
 OBJ_FEATURES = ["object_log_size", "object_eccentricity", "object_solidity", "set_mean_marginal",
@@ -402,3 +402,24 @@ def test_gibbs_raw_probability_matches_the_crf_by_enumeration():
                            atol=0.05)
     with pytest.raises(ParameterError, match="raw"):
         AllObjectsFound(raw="factorised")
+
+
+
+@pytest.mark.parametrize("key, bad", [("intensity", "nan"), ("intensity", "column"),
+                                      ("intensity", "strings"), ("coords", "three"),
+                                      ("coords", "nan")])
+def test_object_features_check_the_node_data_they_read(key, bad):
+    im = np.zeros((5, 6), dtype=np.int64)
+    im[1:3, 1:4] = 1
+    im[3:5, 4:6] = 2
+    pred = _pred([im], intensity=[np.linspace(0, 1, 30).reshape(5, 6)])
+    data = dict(pred.node_data)
+    v = data[key].astype(np.float64)
+    data[key] = {"nan": np.where(np.arange(v.shape[0]).reshape(-1, *[1] * (v.ndim - 1)) == 3,
+                                 np.nan, v),
+                 "column": v[:, None], "strings": v.astype(str),
+                 "three": np.c_[v, v[:, :1]] if v.ndim == 2 else v}[bad]
+    bad_pred = StructuredPrediction(pred.potentials, node_data=data, map_method="unary")
+    feature = "object_contrast" if key == "intensity" else "object_eccentricity"
+    with pytest.raises((ParameterError, ParameterTypeError), match=rf"node_data\['{key}'\]"):
+        build_events(bad_pred, [ObjectEvents()], features=[feature])

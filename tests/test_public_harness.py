@@ -96,7 +96,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.distributed.fit_recalibrator': PENDING,
     'structcal.distributed.read_partition': PENDING,
     'structcal.distributed.sample_items': PENDING,
-    'structcal.distributed.write_chain_dataset': PENDING,
     'structcal.distributed.write_graph_dataset': PENDING,
     'structcal.events.external.ExternalKind': PENDING,
     'structcal.events.kinds.EventInstances': PENDING,
@@ -164,7 +163,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.io.pretrained_path': PENDING,
     'structcal.io.read_manifest': PENDING,
     'structcal.io.save': PENDING,
-    'structcal.items.split_events': PENDING,
     'structcal.metrics._results.ConfidenceInterval': FUZZED,
     'structcal.metrics._results.ReliabilityTable': FUZZED,
     'structcal.metrics.calibration.CalibrationErrorResult': FUZZED,
@@ -183,7 +181,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.metrics.scores.LogLossDecomposition': FUZZED,
     'structcal.metrics.scores.brier_decomposition': FUZZED,
     'structcal.metrics.scores.log_loss_decomposition': FUZZED,
-    'structcal.online.events.recalibrate_events': PENDING,
     'structcal.online.metrics.RunningMetrics': PENDING,
     'structcal.online.metrics.RunningRegret': PENDING,
     'structcal.online.recalibrator.OnlineRecalibration': PENDING,
@@ -198,7 +195,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.potentials.grid.grid_edges': FUZZED,
     'structcal.prediction.ChainBackend': PENDING,
     'structcal.prediction.GraphBackend': PENDING,
-    'structcal.prediction.StructuredPrediction': PENDING,
     'structcal.prediction.register_backend': PENDING,
     'structcal.recalibration.CalibratedEvents': RESULT,
     'structcal.recalibration.CalibrationReport': RESULT,
@@ -960,7 +956,81 @@ def _case_member_values():
                 {"per_node": ("per_node", "nodes"), "marginals": ("per_node", "nodes")})
 
 
+def _chain_prediction(n_items=8, K=3, seed=0):
+    from structcal.potentials import ChainPotentials
+    from structcal.prediction import StructuredPrediction
+
+    r = np.random.default_rng(seed)
+    lengths = r.integers(1, 5, n_items)
+    pots = ChainPotentials.from_list([r.normal(size=(n, K)) for n in lengths],
+                                     pairwise=r.normal(size=(K, K)))
+    return pots, StructuredPrediction(pots), lengths
+
+
+def _case_structured_prediction():
+    from structcal.prediction import StructuredPrediction
+
+    pots, pred, _ = _chain_prediction()
+    r = _rng()
+    return Case(lambda **a: StructuredPrediction(pots, unstructured_scores=a["unstructured_scores"],
+                                                 node_data={"intensity": a["intensity"]}),
+                {"unstructured_scores": r.normal(size=(pred.n_nodes, 3)),
+                 "intensity": r.random(pred.n_nodes)},
+                {"unstructured_scores": "map", "intensity": "array"},
+                {"intensity": ("intensity", "node_data")})
+
+
+def _marginal_table():
+    from structcal.events import MarginalEvent, build_events
+
+    pots, pred, lengths = _chain_prediction()
+    y = np.random.default_rng(1).integers(0, 3, pred.n_nodes)
+    return build_events(pred, [MarginalEvent()], y_true=y)
+
+
+def _case_split_events():
+    from structcal.items import split_events
+
+    t = _marginal_table()
+    return Case(lambda **a: split_events(t, a["values"], "marginal"),
+                {"values": _rng().random(len(t))}, {"values": "array"})
+
+
+def _case_recalibrate_events():
+    from structcal.online.events import recalibrate_events
+
+    t = _marginal_table()
+    return Case(lambda **a: recalibrate_events(t, order=a["order"], by=a["by"], n_grid=4,
+                                               random_state=0),
+                {"order": np.arange(len(t))[::-1].copy(), "by": np.arange(len(t)) % 2},
+                {"order": "unique_ids", "by": "ids"})
+
+
+def _case_write_chain_dataset():
+    import tempfile
+    from pathlib import Path
+
+    from structcal.distributed import write_chain_dataset
+
+    pytest.importorskip("pyarrow")
+    pots, pred, _ = _chain_prediction()
+    r = _rng()
+
+    def call(**a):
+        with tempfile.TemporaryDirectory() as d:
+            write_chain_dataset(Path(d) / "ds", pots, items_per_partition=3, labels=a["labels"],
+                                item_ids=a["item_ids"], groups=a["groups"])
+    return Case(call, {"labels": r.integers(0, 3, pred.n_nodes),
+                       "item_ids": np.arange(pred.n_items) + 100,
+                       "groups": np.arange(pred.n_items) // 2},
+                {"labels": "array", "item_ids": "unique_ids", "groups": "ids"})
+
+
 CASES = {
+    "structcal.prediction.StructuredPrediction": _case_structured_prediction,
+    "structcal.items.split_events": _case_split_events,
+    "structcal.online.events.recalibrate_events": _case_recalibrate_events,
+    "structcal.distributed.write_chain_dataset": _case_write_chain_dataset,
     "structcal.online.recalibrator.OnlineRecalibrator": _case_online_recalibrator,
     "structcal.forecasters.KNNRegionForecaster": _region_forecaster_case(_knn_forecaster),
     "structcal.forecasters.TreeRegionForecaster": _region_forecaster_case(_tree_forecaster),
@@ -1185,6 +1255,17 @@ ACCEPTED = {
     ("structcal.events.nodesets.member_values", "per_node", "longer"),
     ("structcal.events.nodesets.member_values", "per_node", "extra_axis"),
     ("structcal.events.nodesets.member_values", "marginals", "nan"),
+    # any per-event values are split (NaN, strings and extra axes included)
+    ("structcal.items.split_events", "values", "nan"),
+    ("structcal.items.split_events", "values", "strings"),
+    ("structcal.items.split_events", "values", "extra_axis"),
+    # a selection of the rows is a valid stream order (documented)
+    ("structcal.online.events.recalibrate_events", "order", "shorter"),
+    # node_data holds any per-node rows; the features that read them check them
+    # (test_objects.py::test_object_features_check_the_node_data_they_read)
+    ("structcal.prediction.StructuredPrediction", "intensity", "nan"),
+    ("structcal.prediction.StructuredPrediction", "intensity", "strings"),
+    ("structcal.prediction.StructuredPrediction", "intensity", "extra_axis"),
     # more or fewer independent draws: a valid sample of another size
     ("structcal.guarantees.betting_evalues", "values", "longer"),
     ("structcal.guarantees.betting_evalues", "values", "shorter"),

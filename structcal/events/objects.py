@@ -47,7 +47,7 @@ import numpy as np
 
 from .._ragged import offsets_from_lengths
 from .._validation import (
-    as_int_array, check_csr_graph, check_float, check_int, check_option, describe,
+    as_float_array, as_int_array, check_csr_graph, check_float, check_int, check_option, describe,
 )
 from ..exceptions import ParameterError, ParameterTypeError
 from ..features import FEATURE_GROUPS, register_feature
@@ -498,13 +498,18 @@ def object_table(pred, kind: ObjectEvents | None = None) -> dict:
 
 
 def _node_data(ctx, key, feature):
+    """``node_data[key]`` of the prediction, checked: finite numbers, ``coords`` of shape
+    ``(n_nodes, 2)`` and ``intensity`` of shape ``(n_nodes,)``."""
     data = ctx.pred.node_data.get(key)
     if data is None:
         raise ParameterError(
             f"feature {feature!r} needs node_data[{key!r}] on the StructuredPrediction "
             f"(e.g. pixel coordinates from structcal.potentials.grid_coordinates)"
         )
-    return data
+    n = ctx.pred.n_nodes
+    two = key == "coords"
+    return as_float_array(data, f"node_data[{key!r}]", ndim=2 if two else 1,
+                          shape=(n, 2) if two else (n,))
 
 
 def _boundary(ctx):
@@ -523,7 +528,7 @@ def _object_log_size(ctx):
 @register_feature("object_eccentricity", scope="object", requires=["node_coords"],
                   description="eccentricity of the ellipse with the object's second moments")
 def _object_eccentricity(ctx):
-    xy = np.asarray(_node_data(ctx, "coords", "object_eccentricity"), dtype=np.float64)
+    xy = _node_data(ctx, "coords", "object_eccentricity")
     ev = ctx.events
     r, c = xy[ev.members, 0], xy[ev.members, 1]
     off = ev.member_offsets
@@ -542,7 +547,7 @@ def _object_eccentricity(ctx):
 @register_feature("object_solidity", scope="object", requires=["node_coords"],
                   description="pixels / area of the convex hull of the object's pixel squares")
 def _object_solidity(ctx):
-    xy = np.asarray(_node_data(ctx, "coords", "object_solidity"), dtype=np.float64)
+    xy = _node_data(ctx, "coords", "object_solidity")
     ev = ctx.events
     area = np.empty(len(ev))
     _kernels().pixel_hull_areas(np.ascontiguousarray(xy[ev.members, 0]),
@@ -595,7 +600,7 @@ def _object_mean_pseudo_margin(ctx):
 @register_feature("object_contrast", scope="object", requires=["node_intensity"],
                   description="mean node_data['intensity'] inside minus on the outer boundary")
 def _object_contrast(ctx):
-    value = np.asarray(_node_data(ctx, "intensity", "object_contrast"), dtype=np.float64)
+    value = _node_data(ctx, "intensity", "object_contrast")
     boundary, off = _boundary(ctx)
     inside = segment_reduce(value[ctx.events.members], ctx.events.member_offsets, "mean",
                             empty=0.0)

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import features as _features
 from .._ragged import offsets_from_lengths, ragged_rows
-from .._validation import as_int_array, describe
+from .._validation import as_ids, as_int_array, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from .kinds import EventKind
 
@@ -175,9 +175,9 @@ class EventTable:
                     f"`by` must be 'kind', 'position', 'label', 'length' or an array; got {by!r}"
                 )
         else:
-            values = np.asarray(by)
-            if values.shape != (self.n_events,):
-                raise ParameterError(f"`by` array must have shape ({self.n_events},); got {values.shape}")
+            values = as_ids(by, "by", self.n_events, "one group per event")
+            if values.dtype == object:
+                values = values.astype(str)
         names, codes = np.unique(values, return_inverse=True)
         return codes.astype(np.int64), names.tolist()
 
