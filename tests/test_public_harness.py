@@ -93,7 +93,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.distributed.fit_recalibrator': PENDING,
     'structcal.distributed.read_partition': PENDING,
     'structcal.distributed.sample_items': PENDING,
-    'structcal.distributed.write_graph_dataset': PENDING,
     'structcal.events.external.ExternalKind': PENDING,
     'structcal.events.kinds.EventInstances': PENDING,
     'structcal.events.kinds.EventKind': PENDING,
@@ -112,7 +111,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.spans.EntitySpans': PENDING,
     'structcal.events.spans.entity_table': PENDING,
     'structcal.events.table.EventTable': PENDING,
-    'structcal.events.table.build_events': PENDING,
     'structcal.features.Feature': RESULT,
     'structcal.features.FeatureContext': RESULT,
     'structcal.features.Requirement': RESULT,
@@ -196,7 +194,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.recalibration.CalibrationReport': RESULT,
     'structcal.recalibration.EventCalibration': RESULT,
     'structcal.recalibration.ShiftTest': RESULT,
-    'structcal.segmentation.PixelCRFSegmenter': PENDING,
     'structcal.selective.Decisions': RESULT,
     'structcal.selective.RiskCoverageCurve': RESULT,
     'structcal.selective.SelectiveThreshold': RESULT,
@@ -1067,7 +1064,54 @@ def _case_write_label_image():
     return Case(call, {"labels": labels}, {"labels": "map"})
 
 
+def _case_build_events():
+    from structcal.events import MAPEvent, MarginalEvent, build_events
+
+    pots, pred, lengths = _chain_prediction()
+    y = np.random.default_rng(1).integers(0, 3, pred.n_nodes)
+    return Case(lambda **a: build_events(pred, [MAPEvent(), MarginalEvent()], y_true=a["y_true"]),
+                {"y_true": y}, {"y_true": "array"}, {"y_true": ("y_true",)})
+
+
+def _case_write_graph_dataset():
+    import tempfile
+    from pathlib import Path
+
+    from structcal.distributed import write_graph_dataset
+    from structcal.potentials import GraphPotentials
+
+    pytest.importorskip("pyarrow")
+    r = _rng()
+    pots = GraphPotentials.from_grid([r.normal(size=(3, 4, 2)), r.normal(size=(2, 2, 2))],
+                                     potts=0.5)
+
+    def call(**a):
+        with tempfile.TemporaryDirectory() as d:
+            write_graph_dataset(Path(d) / "ds", pots, items_per_partition=1, labels=a["labels"],
+                                item_ids=a["item_ids"], groups=a["groups"],
+                                node_data={"intensity": a["intensity"]})
+    return Case(call, {"labels": r.integers(0, 2, 16), "item_ids": np.array([7, 9]),
+                       "groups": np.array([0, 0]), "intensity": r.random(16)},
+                {"labels": "array", "item_ids": "unique_ids", "groups": "ids",
+                 "intensity": "array"},
+                {"intensity": ("intensity", "node_data")})
+
+
+def _case_pixel_crf_segmenter():
+    from structcal.segmentation import PixelCRFSegmenter
+
+    r = _rng()
+    images = r.random((2, 12, 10))
+    masks = (images > 0.5).astype(np.int64)
+    return Case(lambda **a: PixelCRFSegmenter(scales=(1.0,)).fit(a["images"], a["masks"]),
+                {"images": images, "masks": masks}, {"images": "map", "masks": "map"},
+                {k: ("images", "masks") for k in ("images", "masks")})
+
+
 CASES = {
+    "structcal.events.table.build_events": _case_build_events,
+    "structcal.distributed.write_graph_dataset": _case_write_graph_dataset,
+    "structcal.segmentation.PixelCRFSegmenter": _case_pixel_crf_segmenter,
     "structcal.crf.graph.GraphCRF": _case_graph_crf,
     "structcal.events.lexicon.Lexicon": _case_lexicon,
     "structcal.adapters.instances.write_label_image": _case_write_label_image,
@@ -1311,6 +1355,8 @@ ACCEPTED = {
     ("structcal.prediction.StructuredPrediction", "intensity", "nan"),
     ("structcal.prediction.StructuredPrediction", "intensity", "strings"),
     ("structcal.prediction.StructuredPrediction", "intensity", "extra_axis"),
+    ("structcal.distributed.write_graph_dataset", "intensity", "nan"),
+    ("structcal.distributed.write_graph_dataset", "intensity", "extra_axis"),
     # a transposed label image is a label image, and a longer or shorter word a word
     ("structcal.adapters.instances.write_label_image", "labels", "transposed"),
     ("structcal.adapters.instances.read_label_image", "labels", "transposed"),
