@@ -28,7 +28,13 @@ half and applied to the test half, four ways:
   (binomial tail with Kish-deflated counts, Bonferroni over a 22-threshold grid);
 - ``naive``: accept where the calibrated probability is at least ``t``;
 - ``oracle``: the loosest threshold whose realised precision on the test half itself
-  meets ``t`` (not a method: the most any rule could accept).
+  meets ``t`` (not a method: the most any rule could accept);
+- ``ceiling``: the loosest threshold that any certificate valid under group
+  exchangeability alone could pass with probability at least 1/2 given as many
+  calibration groups, were the groups drawn like the test half's (see
+  :func:`ceiling_threshold`; not a method: the most any *valid* rule could accept).
+  Where the ceiling accepts under 5%, no method with this guarantee can meet the power
+  target, whatever it does.
 
 Reported per setting: the share of splits whose realised test precision (pooled over
 events) meets the target, with its 95% Clopper-Pearson interval (the guarantee asks for
@@ -70,7 +76,7 @@ DELTA = 0.1
 #: 0.58 at the MAP), so lower targets are tested for them too
 TARGETS = {"ner": (0.7, 0.8, 0.9), "other": (0.8, 0.9, 0.95)}
 ALL_TARGETS = (0.7, 0.8, 0.9, 0.95)
-METHODS = ("structcal", "kish", "naive", "oracle")
+METHODS = ("structcal", "kish", "naive", "oracle", "ceiling")
 #: the oracle must accept at least this share for the power target to apply
 ORACLE_FLOOR = 0.05
 POWER_TARGET = 0.7
@@ -134,6 +140,40 @@ def oracle_threshold(p, y, target):
     return float(ps[ok.max()]) if ok.size else np.inf
 
 
+def ceiling_threshold(p_test, y_test, g_test, n_cal_groups, target):
+    """The loosest threshold that *any* test valid under group exchangeability alone could
+    certify with probability at least 1/2, were the groups drawn like the test half's.
+
+    A certificate of ``t`` rejects "mean over groups of R_g(t) >= 0" (``R_g`` as in
+    :class:`~structcal.guarantees.PrecisionGuarantee`). Let P be the groups' distribution,
+    with mean ``mu < 0``, and mix into it a share ``q = -mu / (target - mu)`` of groups whose
+    accepted events are all wrong (``R_g = target``): the mixture Q has mean 0, so it is in
+    the null. Any test at level delta rejects under Q with probability <= delta, and with
+    probability ``(1 - q)^n`` the n calibration groups of Q are all drawn from P, so under P
+    it rejects with probability at most ``delta / (1 - q)^n``. Thresholds where that bound is
+    below 1/2 cannot be certified in most splits by any valid method; the ceiling is the
+    loosest other threshold whose realised test precision meets the target. P is taken to
+    be the test half (as the oracle is): a diagnostic, not a method.
+    """
+    from structcal.guarantees import _group_counts, _threshold_grid
+
+    grid = _threshold_grid(0.005)
+    _, gi = np.unique(g_test, return_inverse=True)
+    G = int(gi.max()) + 1 if gi.size else 0
+    if G == 0:
+        return np.inf
+    A, FP, _ = _group_counts(p_test, (~y_test).astype(np.float64), gi, G, grid,
+                             np.ones(p_test.shape[0]))
+    R = np.where(A > 0, FP / np.where(A > 0, A, 1.0) - (1.0 - target), 0.0)
+    mu = R.mean(axis=0)
+    q = np.where(mu < 0, -mu / (target - mu), 0.0)
+    with np.errstate(divide="ignore"):
+        bound = DELTA * np.exp(-n_cal_groups * np.log1p(-np.minimum(q, 1 - 1e-12)))
+    pooled = 1.0 - FP.sum(axis=0) / np.maximum(A.sum(axis=0), 1e-300)
+    ok = np.flatnonzero((mu < 0) & (bound >= 0.5) & (pooled >= target) & (A.sum(axis=0) > 0))
+    return float(grid[ok.min()]) if ok.size else np.inf
+
+
 def group_precision(y, g, acc):
     if not acc.any():
         return 1.0
@@ -166,7 +206,13 @@ def precision_splits(name, p, y, g, n_splits, rng, targets, classes=None, draw=N
                 cm, tm = cal & (cls == c), cls[test] == c
                 kish[tm] = p[test][tm] >= kish_threshold(p[cm], y[cm], g[cm], target)
                 orc[tm] = p[test][tm] >= oracle_threshold(p[test][tm], y[test][tm], target)
-            thr.update({"kish": kish, "naive": p[test] >= target, "oracle": orc})
+            ceil = np.full(test.sum(), False)
+            for c in np.unique(cls):
+                cm, tm = cal & (cls == c), cls[test] == c
+                ceil[tm] = p[test][tm] >= ceiling_threshold(
+                    p[test][tm], y[test][tm], g[test][tm], np.unique(g[cm]).size, target)
+            thr.update({"kish": kish, "naive": p[test] >= target, "oracle": orc,
+                        "ceiling": ceil})
             for m, a in thr.items():
                 r = rows[target][m]
                 prec = float(y[test][a].mean()) if a.any() else 1.0
@@ -178,6 +224,7 @@ def precision_splits(name, p, y, g, n_splits, rng, targets, classes=None, draw=N
     for target, per in rows.items():
         res[str(target)] = {}
         oracle_median = float(np.median(per["oracle"]["accepted"]))
+        ceiling_median = float(np.median(per["ceiling"]["accepted"]))
         for m, r in per.items():
             n = len(r["accepted"])
             med = float(np.median(r["accepted"]))
@@ -189,6 +236,7 @@ def precision_splits(name, p, y, g, n_splits, rng, targets, classes=None, draw=N
                 "mean_accepted_share": float(np.mean(r["accepted"])),
                 "accepting_share_of_splits": float(np.mean(np.asarray(r["accepted"]) > 0)),
                 "share_of_oracle": med / oracle_median if oracle_median > 0 else None,
+                "share_of_ceiling": (med / ceiling_median if ceiling_median > 0 else None),
                 "mean_precision_when_accepting": float(np.nanmean(r["precision"]))
                 if np.isfinite(r["precision"]).any() else None,
             }
@@ -428,7 +476,7 @@ def _entity_types(tags):
 
 
 def targets(result):
-    valid, power = {}, {}
+    valid, power, feasible, infeasible = {}, {}, {}, []
     for name, d in result["precision"].items():
         for t, per in d.items():
             if t not in map(str, ALL_TARGETS):
@@ -436,6 +484,10 @@ def targets(result):
             valid[f"{name} @ {t}"] = per["structcal"]["met_rate"] >= 1 - DELTA
             if per["oracle"]["median_accepted_share"] >= ORACLE_FLOOR:
                 power[f"{name} @ {t}"] = per["structcal"]["share_of_oracle"]
+                if per["ceiling"]["median_accepted_share"] >= ORACLE_FLOOR:
+                    feasible[f"{name} @ {t}"] = per["structcal"]["share_of_ceiling"]
+                else:
+                    infeasible.append(f"{name} @ {t}")
     return {
         "structcal_precision_met_in_at_least_1_minus_delta": all(valid.values()),
         "settings_below_1_minus_delta": sorted(k for k, v in valid.items() if not v),
@@ -444,6 +496,12 @@ def targets(result):
                                             for v in power.values()),
         "power_below_0.7_of_oracle": {k: v for k, v in power.items()
                                       if v is None or v < POWER_TARGET},
+        "power_settings_no_valid_test_can_reach": sorted(infeasible),
+        "power_settings_within_the_ceiling": len(feasible),
+        "power_at_least_0.7_of_ceiling": sum(v is not None and v >= POWER_TARGET
+                                             for v in feasible.values()),
+        "power_below_0.7_of_ceiling": {k: v for k, v in feasible.items()
+                                       if v is None or v < POWER_TARGET},
         "miss_rate_at_most_alpha_where_attainable": all(
             v["status"] != "MISSED" for v in result["miss"].values()),
     }

@@ -102,7 +102,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.kinds.Predicate': PENDING,
     'structcal.events.nodesets.NodeSetConstraints': RESULT,
     'structcal.events.nodesets.NodeSetKind': PENDING,
-    'structcal.events.nodesets.constraints_probability': PENDING,
     'structcal.events.objects.AllObjectsFound': PENDING,
     'structcal.events.objects.ObjectCountCorrect': PENDING,
     'structcal.events.objects.object_table': PENDING,
@@ -1108,7 +1107,22 @@ def _case_pixel_crf_segmenter():
                 {k: ("images", "masks") for k in ("images", "masks")})
 
 
+def _case_constraints_probability():
+    from structcal.events.nodesets import constraints_probability, exact_set_constraints
+
+    pots, pred, lengths = _chain_prediction()
+    starts = np.r_[0, np.cumsum(lengths)[:-1]]
+    items = np.flatnonzero(lengths >= 2)[:3]
+    members = np.concatenate([[starts[i], starts[i] + 1] for i in items])
+    c = exact_set_constraints(members, np.arange(0, 2 * items.size + 1, 2),
+                              np.ones(members.size, np.int64), 3)
+    return Case(lambda **a: constraints_probability(pred, c, a["event_items"]),
+                {"event_items": items}, {"event_items": "array"},
+                {"event_items": ("event_items", "item")})
+
+
 CASES = {
+    "structcal.events.nodesets.constraints_probability": _case_constraints_probability,
     "structcal.events.table.build_events": _case_build_events,
     "structcal.distributed.write_graph_dataset": _case_write_graph_dataset,
     "structcal.segmentation.PixelCRFSegmenter": _case_pixel_crf_segmenter,
