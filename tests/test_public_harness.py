@@ -38,7 +38,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.adapters.spacy_ner.make_structcal_component': PENDING,
     'structcal.adapters.spacy_ner.spacy_entity_events': PENDING,
     'structcal.adapters.tagging.Chunks': RESULT,
-    'structcal.adapters.tagging.TagScheme': PENDING,
     'structcal.calibrators.binning.BinnedMap': FUZZED,
     'structcal.calibrators.binning.HistogramBinning': FUZZED,
     'structcal.calibrators.cv.CrossValidatedCalibration': FUZZED,
@@ -97,17 +96,12 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.kinds.EventInstances': PENDING,
     'structcal.events.kinds.EventKind': PENDING,
     'structcal.events.kinds.InLexicon': PENDING,
-    'structcal.events.kinds.MAPEvent': PENDING,
-    'structcal.events.kinds.MarginalEvent': PENDING,
     'structcal.events.kinds.Predicate': PENDING,
     'structcal.events.nodesets.NodeSetConstraints': RESULT,
     'structcal.events.nodesets.NodeSetKind': PENDING,
     'structcal.events.objects.AllObjectsFound': PENDING,
     'structcal.events.objects.ObjectCountCorrect': PENDING,
     'structcal.events.objects.object_table': PENDING,
-    'structcal.events.spans.AllEntitiesCorrect': PENDING,
-    'structcal.events.spans.ContainsEntity': PENDING,
-    'structcal.events.spans.EntitySpans': PENDING,
     'structcal.events.spans.entity_table': PENDING,
     'structcal.events.table.EventTable': PENDING,
     'structcal.features.Feature': RESULT,
@@ -272,6 +266,10 @@ def _repeat_ids(a):
     return a
 
 
+def _nan_name(a):
+    return np.array(list(a)[:-1] + [np.nan], dtype=object)
+
+
 def _too_big(a):
     return np.asarray(a, dtype=np.float64) * 2.0 + 0.5
 
@@ -288,6 +286,7 @@ MUTATIONS = {
     "scalar_probability": {"negative": lambda v: -0.25, "above_one": lambda v: 1.5,
                            "nan": lambda v: float("nan"), "string": lambda v: "0.5"},
     "count": {"negative": lambda v: -1, "fraction": lambda v: 2.5, "nan": lambda v: float("nan")},
+    "names": {"repeat": _repeat_ids, "nan_name": _nan_name},
 }
 
 
@@ -1121,7 +1120,58 @@ def _case_constraints_probability():
                 {"event_items": ("event_items", "item")})
 
 
+
+def _tag_kind_case(make):
+    def case():
+        tags = ["O", "B-x", "I-x", "B-y", "I-y"]
+        return Case(lambda **a: make(list(a["tag_names"])), {"tag_names": np.array(tags)},
+                    {"tag_names": "names"})
+    return case
+
+
+def _tag_scheme(tags):
+    from structcal.adapters.tagging import TagScheme
+
+    return TagScheme(tags, "BIO")
+
+
+def _entity_spans(tags):
+    from structcal.events.spans import EntitySpans
+
+    return EntitySpans(tags)
+
+
+def _all_entities(tags):
+    from structcal.events.spans import AllEntitiesCorrect
+
+    return AllEntitiesCorrect(tags)
+
+
+def _contains_entity(tags):
+    from structcal.events.spans import ContainsEntity
+
+    return ContainsEntity(tags)
+
+
+def _map_event(tags):
+    from structcal.events.kinds import MAPEvent
+
+    return MAPEvent(tag_scheme=_tag_scheme(tags))
+
+
+def _marginal_event(tags):
+    from structcal.events.kinds import MarginalEvent
+
+    return MarginalEvent(tag_scheme=_tag_scheme(tags))
+
+
 CASES = {
+    "structcal.adapters.tagging.TagScheme": _tag_kind_case(_tag_scheme),
+    "structcal.events.spans.EntitySpans": _tag_kind_case(_entity_spans),
+    "structcal.events.spans.AllEntitiesCorrect": _tag_kind_case(_all_entities),
+    "structcal.events.spans.ContainsEntity": _tag_kind_case(_contains_entity),
+    "structcal.events.kinds.MAPEvent": _tag_kind_case(_map_event),
+    "structcal.events.kinds.MarginalEvent": _tag_kind_case(_marginal_event),
     "structcal.events.nodesets.constraints_probability": _case_constraints_probability,
     "structcal.events.table.build_events": _case_build_events,
     "structcal.distributed.write_graph_dataset": _case_write_graph_dataset,
