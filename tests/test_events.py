@@ -319,3 +319,48 @@ def test_external_events_go_through_the_same_recalibrator():
         [True, True, False]
     with pytest.raises(ParameterError, match="probabilities"):
         external_events([0], raw=[1.5])
+
+
+@pytest.mark.parametrize("bad", ["valid", "short_node", "item_range", "node_outside", "label_range",
+                                 "member_outside", "offsets_length", "not_instances"])
+def test_events_of_a_custom_kind_are_checked_against_the_batch(bad):
+    from structcal.events.kinds import EventInstances, EventKind
+
+    rng = np.random.default_rng(0)
+    pots = ChainPotentials.from_list([rng.normal(size=(n, 3)) for n in (3, 2, 4)],
+                                     pairwise=rng.normal(size=(3, 3)))
+    pred = StructuredPrediction(pots)
+    item = np.array([0, 1, 2])
+    node = np.array([1, 3, 5])  # item offsets: 0, 3, 5, 9
+    label = np.array([0, 1, 2])
+    members = np.array([0, 1, 3, 5, 6])
+    offsets = np.array([0, 2, 3, 5])
+    if bad == "short_node":
+        node = node[:2]
+    elif bad == "item_range":
+        item = np.array([0, 1, 3])
+    elif bad == "node_outside":
+        node = np.array([1, 2, 5])  # node 2 is in item 0, not item 1
+    elif bad == "label_range":
+        label = np.array([0, 1, 3])
+    elif bad == "member_outside":
+        members = np.array([0, 1, 2, 5, 6])  # node 2 is not in item 1
+    elif bad == "offsets_length":
+        offsets = np.array([0, 5])
+
+    class Custom(EventKind):
+        scope = "set"
+        name = "custom"
+
+        def instances(self, pred):
+            if bad == "not_instances":
+                return {"item": item}
+            return EventInstances(item, node, label, members=members, member_offsets=offsets,
+                                  member_labels=np.zeros(members.size, np.int64))
+
+    if bad == "valid":
+        t = build_events(pred, [Custom()], features=["set_mean_marginal"], raw=False)
+        assert len(t) == 3
+        return
+    with pytest.raises((ParameterError, ParameterTypeError), match="'custom' events"):
+        build_events(pred, [Custom()], features=["set_mean_marginal"], raw=False)

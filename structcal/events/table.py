@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import features as _features
 from .._ragged import offsets_from_lengths, ragged_rows
-from .._validation import as_ids, as_int_array, describe
+from .._validation import as_ids, as_int_array, check_offsets, describe
 from ..exceptions import ParameterError, ParameterTypeError
 from .kinds import EventKind
 
@@ -346,6 +346,52 @@ def _on_event_items(pred, events, y_true):
     return sub, replace(events, **moved), y
 
 
+def _check_instances(events, pred, kind) -> EventInstances:
+    """The events a kind returned, checked against the batch (custom kinds included): one
+    item, node and label per event, ids in range, node sets inside their items."""
+    from .kinds import EventInstances
+
+    what = f"the {kind.name!r} events"
+    if not isinstance(events, EventInstances):
+        raise ParameterTypeError(f"{what} must be EventInstances; got {describe(events)}")
+    n = events.item.shape[0] if np.ndim(events.item) == 1 else -1
+    cols = {}
+    for name in ("item", "node", "label"):
+        cols[name] = as_int_array(getattr(events, name), f"{name} of {what}", ndim=1,
+                                  shape=(n,) if n >= 0 else None)
+    item, node, label = cols["item"], cols["node"], cols["label"]
+    offs = pred.item_offsets
+    if item.size and (item.min() < 0 or item.max() >= pred.n_items):
+        raise ParameterError(f"{what}: `item` must lie in [0, {pred.n_items}) (the batch's "
+                             f"items); got values in [{item.min()}, {item.max()}]")
+    on_node = node >= 0
+    if (node < -1).any() or (on_node & ((node < offs[item]) | (node >= offs[item + 1]))).any():
+        bad = int(np.flatnonzero((node < -1) | (on_node & ((node < offs[item])
+                                                           | (node >= offs[item + 1]))))[0])
+        raise ParameterError(f"{what}: event {bad} has node {int(node[bad])}, which is not a "
+                             f"node of its item {int(item[bad])} (nor -1)")
+    if label.size and (label.min() < -1 or label.max() >= pred.n_states):
+        raise ParameterError(f"{what}: `label` must lie in [-1, {pred.n_states}); got values "
+                             f"in [{label.min()}, {label.max()}]")
+    if events.members is not None:
+        members = as_int_array(events.members, f"members of {what}", ndim=1, low=0,
+                               high=pred.n_nodes)
+        check_offsets(events.member_offsets, f"member_offsets of {what}", members.shape[0])
+        if np.shape(events.member_offsets) != (n + 1,):
+            raise ParameterError(f"{what}: `member_offsets` must have one entry per event plus "
+                                 f"one ({n + 1}); got shape {np.shape(events.member_offsets)}")
+        owner = np.repeat(item, np.diff(events.member_offsets))
+        outside = (members < offs[owner]) | (members >= offs[owner + 1])
+        if outside.any():
+            m = int(np.flatnonzero(outside)[0])
+            raise ParameterError(f"{what}: member node {int(members[m])} is not a node of its "
+                                 f"event's item {int(owner[m])}")
+        if events.member_labels is not None:
+            as_int_array(events.member_labels, f"member_labels of {what}", ndim=1,
+                         shape=members.shape, low=0, high=pred.n_states)
+    return events
+
+
 def build_events(
     pred,
     kinds,
@@ -444,7 +490,7 @@ def build_events(
     blocks = []
     columns: list[str] = []
     for k, (kind, plan) in enumerate(zip(kinds, plans)):
-        events = kind.instances(pred)
+        events = _check_instances(kind.instances(pred), pred, kind)
         # features, outcomes and probabilities on the items that have events (same values)
         kpred, kevents, ky = _on_event_items(pred, events, y_true)
         ctx = _features.FeatureContext(kpred, kind, kevents, lexicon, label_set, label_names)
