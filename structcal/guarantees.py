@@ -13,8 +13,8 @@ else enters the bound: no variance, correlation or design effect is estimated.
     events a new group has accepted (forecast at least the threshold) are right in a share
     at least ``target`` on average over groups. Each group contributes one bounded term
     per threshold (its share of wrong accepted events minus ``1 - target``); a betting
-    e-value tests the mean of these terms, and thresholds are tested in a fixed sequence
-    from the strict end down, so no Bonferroni correction over thresholds is paid.
+    e-value tests the mean of these terms, and thresholds are tested from the strict end
+    down by the fallback procedure, so no Bonferroni correction over the grid is paid.
     Weighted by density ratios (:meth:`PrecisionGuarantee.fit` ``weights=``), the same
     certificate holds for a shifted batch (covariate shift, Tibshirani et al. 2019;
     Park et al. 2022).
@@ -34,6 +34,10 @@ A. N. Angelopoulos, S. Bates, A. Fisch, L. Lei, T. Schuster, *Conformal Risk Con
 ICLR 2024, arXiv:2208.02814.
 I. Waudby-Smith, A. Ramdas, *Estimating means of bounded random variables by betting*,
 JRSS B 86(1), 2024.
+B. L. Wiens, *A fixed sequence Bonferroni procedure for testing multiple endpoints*,
+Pharmaceutical Statistics 2(3), 2003.
+B. L. Wiens, A. Dmitrienko, *The fallback procedure for evaluating a single family of
+hypotheses*, Journal of Biopharmaceutical Statistics 15(6), 2005.
 R. J. Tibshirani, R. Foygel Barber, E. J. Candes, A. Ramdas, *Conformal prediction under
 covariate shift*, NeurIPS 2019.
 S. Park, E. Dobriban, I. Lee, O. Bastani, *PAC prediction sets under covariate shift*,
@@ -189,7 +193,7 @@ def groups_needed(target: float, delta: float) -> int:
     logcap = G * np.log1p(_BETS[None, :] * a / target)
     top = logcap.max(axis=1, keepdims=True)
     log_e = top[:, 0] + np.log(np.exp(logcap - top).mean(axis=1))
-    ok = np.flatnonzero(log_e >= np.log(1.0 / (0.9 * delta)))
+    ok = np.flatnonzero(log_e >= np.log(1.0 / (_MAIN_SHARE * delta)))
     return int(G[ok[0], 0]) if ok.size else int(G[-1, 0])
 
 
@@ -215,17 +219,41 @@ def _group_counts(scores, wrong, gi, G, t, weights):
     return A, FP, n_acc
 
 
-def _fixed_sequences(t, target):
-    """The two sequences of threshold indices tested, and the share of delta of each.
+#: The shares of delta of the thresholds a :class:`PrecisionGuarantee` starts from: the
+#: largest grid threshold at most the target (accepting where calibrated forecasts reach
+#: the target is precise enough), then, for forecasts too confident or errors clustered
+#: among the less confident events, thresholds a quarter, half and three quarters of the
+#: way from the target to 1. Fixed before any data.
+_ANCHORS = ((0.0, 0.7), (0.25, 0.1), (0.5, 0.1), (0.75, 0.1))
+#: The share of delta of the threshold at the target (the least any certificate gets)
+_MAIN_SHARE = _ANCHORS[0][1]
 
-    The main sequence starts at the largest threshold <= ``target`` (accepting where the
-    forecast reaches the target is precise enough when the forecasts are calibrated) and
-    goes down; a second one, for forecasts that are too confident, starts halfway from
-    the target to 1 and goes down.
-    """
+
+def _allocation(t, target):
+    """Each grid threshold's share of delta (the anchors'; 0 elsewhere), and the index of
+    the threshold at the target."""
+    share = np.zeros(t.shape[0])
     main = int(np.searchsorted(t, target + 1e-12)) - 1
-    strict = int(np.searchsorted(t, (1.0 + target) / 2 + 1e-12)) - 1
-    return ((main, 0.9), (max(strict, main), 0.1))
+    for frac, w in _ANCHORS:
+        j = int(np.searchsorted(t, target + frac * (1.0 - target) + 1e-12)) - 1
+        share[max(j, 0)] += w
+    return share, main
+
+
+def _fallback(E, share, delta, usable):
+    """The loosest threshold index certified by the fallback procedure, or None.
+
+    Thresholds are tested from the strictest down; threshold ``j`` is tested at level
+    ``share[j] * delta`` plus the level of ``j + 1`` if that one was certified (a run of
+    certified thresholds passes its level on), and is certified when ``E[j] >= 1 / level``.
+    """
+    level, passed, best = 0.0, False, None
+    for j in range(E.shape[0] - 1, -1, -1):
+        level = share[j] * delta + (level if passed else 0.0)
+        passed = bool(level > 0 and usable[j] and E[j] >= 1.0 / level)
+        if passed:
+            best = j
+    return best
 
 
 def _inputs(scores, outcomes, groups, classes):
@@ -330,15 +358,20 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
     expectation at most 1 when ``E[R_g(t)] >= 0``; so has the average over a fixed grid
     of bets, an e-value ``E(t)``, and by Markov's inequality ``P(E(t) >= 1/a) <= a``
     (:func:`betting_evalues`). When every group holds one event (no groups given), the
-    terms are 0/1 and the exact binomial tail p-value replaces ``1 / E(t)``. Thresholds are tested in two fixed sequences, decided
-    before any data: one from the largest grid threshold at most ``target`` downwards
-    with level ``0.9 delta``, one from halfway between ``target`` and 1 downwards with
-    level ``0.1 delta``; each stops at its first threshold whose e-value is below
-    ``1 / level``. Within a sequence a false certificate needs the e-value of the first
-    false hypothesis in the order to pass, which happens with probability at most the
-    sequence's level, whatever the order (fixed-sequence testing); the two sequences
-    add up to ``delta`` (union bound). The loosest threshold passed is used. No variance,
-    correlation or design effect is estimated: the bound holds in finite samples.
+    terms are 0/1 and the exact binomial tail p-value replaces ``1 / E(t)``.
+
+    Thresholds ``step`` apart are tested by the fallback procedure (Wiens, 2003), from
+    the strictest down, with shares of ``delta`` fixed before any data: ``0.7 delta`` at the
+    largest threshold at most ``target`` and ``0.1 delta`` at each of the thresholds a
+    quarter, half and three quarters of the way from ``target`` to 1. A threshold is
+    certified when its e-value reaches ``1 / level``, where its level is its own share
+    plus, if the next stricter threshold was certified, that one's level: a run of
+    certified thresholds passes its level down. The fallback procedure is a shortcut of
+    a closed test of weighted Bonferroni tests, so with probability at least
+    ``1 - delta`` no threshold whose precision is below ``target`` is certified, whatever
+    the dependence between the e-values (Wiens & Dmitrienko, 2005). The loosest certified
+    threshold is used. No variance, correlation or design effect is estimated: the bound
+    holds in finite samples.
 
     *Per group, not per event.* The certified quantity weighs every group alike (a
     document with one accepted entity as much as one with fifty). The precision pooled
@@ -349,7 +382,7 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
 
     *How much data.* A group can at best multiply the capital by about ``1 / target``, so
     a certificate needs a number of groups whose accepted events are all right
-    (:func:`groups_needed`: 27 at target 0.9 and delta 0.1, 13 at 0.8, 54 at 0.95), and
+    (:func:`groups_needed`: 29 at target 0.9 and delta 0.1, 14 at 0.8, 59 at 0.95), and
     more when some are wrong. Classes with fewer groups are refused, with the reason.
 
     *Under shift.* With ``weights`` (density ratios of the new data to the calibration
@@ -448,17 +481,10 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
                                  1e-300)
         else:
             E = betting_evalues(R, upper) if G else np.zeros(t.shape[0])
-        sequences = _fixed_sequences(t, target)
-        main = max(sequences[0][0], 0)
-        best, first = None, None
-        for start, share in sequences:
-            j = start
-            if first is None:
-                first = float(E[j]) if j >= 0 else 0.0
-            while j >= 0 and E[j] >= 1.0 / (share * delta) and n_acc[:, j].sum() > 0:
-                if best is None or j < best:
-                    best = j
-                j -= 1
+        share, main = _allocation(t, target)
+        best = _fallback(E, share, delta, n_acc.sum(axis=0) > 0)
+        first = float(E[main]) if main >= 0 else 0.0
+        main = max(main, 0)
         if best is None:
             need = groups_needed(target, delta)
             groups_acc = int((n_acc[:, main] > 0).sum())
@@ -472,7 +498,7 @@ class PrecisionGuarantee(SaveLoadMixin, ParamsMixin):
                 prec = 1.0 - float(FP[:, main].sum() / max(A[:, main].sum(), 1e-300))
                 why = (f"the {groups_acc} groups with events of forecast >= {target:g} give "
                        f"evidence {first:.3g} against 'precision below {target:g}' (precision "
-                       f"of those events {prec:.3f}; {1 / (0.9 * delta):.3g} is needed)")
+                       f"of those events {prec:.3f}; {1 / (_MAIN_SHARE * delta):.3g} is needed)")
             msg = (f"cannot certify precision {target:g} at delta {delta:g} for class {key!r} "
                    f"({n} calibration events in {G} groups): {why}; nothing is accepted. More "
                    "calibration groups, a lower target or a larger delta would help")
