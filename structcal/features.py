@@ -300,6 +300,8 @@ def register_feature(
     ...     first = ctx.pred.item_offsets[:-1][ctx.events.item]
     ...     return (ctx.pred.map_labels[first] == 0).astype(float)
     """
+    if not isinstance(name, str) or not name:
+        raise ParameterTypeError(f"`name` must be a non-empty str; got {describe(name)}")
     if scope not in SCOPES:
         raise ParameterError(f"`scope` must be one of {sorted(SCOPES)}; got {scope!r}")
     needs = frozenset(needs)
@@ -342,6 +344,8 @@ def get_feature(name) -> Feature:
 
 def feature_names(scope: str | None = None) -> list[str]:
     """Names of the registered features (of one scope if given)."""
+    if scope is not None and scope not in SCOPES:
+        raise ParameterError(f"`scope` must be None or one of {sorted(SCOPES)}; got {scope!r}")
     return sorted(n for n, f in _REGISTRY.items() if scope is None or f.scope == scope)
 
 

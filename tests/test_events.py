@@ -364,3 +364,19 @@ def test_events_of_a_custom_kind_are_checked_against_the_batch(bad):
         return
     with pytest.raises((ParameterError, ParameterTypeError), match="'custom' events"):
         build_events(pred, [Custom()], features=["set_mean_marginal"], raw=False)
+
+
+@pytest.mark.parametrize("make, error", [
+    (lambda: Predicate(lambda y: True, ""), ParameterError),
+    (lambda: Predicate(lambda y: True, 5), ParameterTypeError),
+    (lambda: LabelAt(0, 1, name=3), ParameterTypeError),
+    (lambda: AnyLabel(1, name=b"x"), ParameterTypeError),
+    (lambda: feature_names("bogus"), ParameterError),
+    (lambda: register_feature("", scope="item"), ParameterTypeError),
+])
+def test_names_and_scopes_are_checked(make, error):
+    """A kind's name keys its events (columns, groups, saved files): a non-empty str, not a
+    value turned into one; an unknown scope is named, not answered with no features."""
+    with pytest.raises(error):
+        make()
+    assert LabelAt(0, 1).name == "label_at[0]=1" and LabelAt(0, 1, name="").name == "label_at[0]=1"

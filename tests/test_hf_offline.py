@@ -75,3 +75,15 @@ def test_logits_of_another_batch_size_are_refused():
     with pytest.raises(ParameterError, match="4 sequences but `encoding` holds 3"):
         hf_potentials(enc, np.concatenate([L, L]), ID2LABEL)
     assert hf_potentials(enc, np.concatenate([L, L[:1]]), ID2LABEL).n_chains == 3
+
+
+def test_hf_tag_names_reads_id2label_or_names_what_is_wrong():
+    from structcal.adapters.huggingface import hf_tag_names
+    from structcal.exceptions import ParameterError, ParameterTypeError
+
+    assert hf_tag_names({"1": "B-PER", "0": "O", "2": "I-PER"}) == ("O", "B-PER", "I-PER")
+    for bad, error in (({0: "O", 2: "B"}, ParameterError), ({"a": "O"}, ParameterError),
+                       ({0: None}, ParameterTypeError), ({0: 5, 1: "O"}, ParameterTypeError),
+                       ({}, ParameterTypeError), (["O"], ParameterTypeError)):
+        with pytest.raises(error, match="id2label"):
+            hf_tag_names(bad)

@@ -48,7 +48,11 @@ def hf_tag_names(id2label) -> tuple:
     if ids != list(range(len(ids))):
         raise ParameterError(f"`id2label` must name the labels 0..{len(ids) - 1}; got ids {ids}")
     table = {int(k): v for k, v in id2label.items()}
-    return tuple(str(table[i]) for i in ids)
+    bad = [v for v in table.values() if not isinstance(v, str) or not v]
+    if bad:
+        raise ParameterTypeError(f"`id2label` must map every id to a tag name (a non-empty "
+                                 f"str); got {describe(bad[0])}")
+    return tuple(table[i] for i in ids)
 
 
 def _word_ids(encoding, i):

@@ -88,6 +88,19 @@ class EventInstances:
         return int(self.item.shape[0])
 
 
+def _kind_name(name, default):
+    """A kind's name: a non-empty str (``default`` when None and a default exists)."""
+    if name is None and default is not None:
+        return default
+    if not isinstance(name, str):
+        raise ParameterTypeError(f"`name` must be a str; got {describe(name)}")
+    if not name:
+        if default is not None:
+            return default
+        raise ParameterError("`name` must not be empty (it names the kind's events)")
+    return name
+
+
 def _per_item(pred) -> EventInstances:
     """One event per non-empty item (an empty item has no events, see the module notes)."""
     items = np.flatnonzero(pred.lengths > 0).astype(np.int64)
@@ -286,7 +299,7 @@ class LabelAt(EventKind):
         self.position = check_int(position, "position")
         self.label = check_int(label, "label", low=0)
         self.on_short = check_option(on_short, "on_short", ("error", "skip"))
-        self.name = name or f"label_at[{self.position}]={self.label}"
+        self.name = _kind_name(name, f"label_at[{self.position}]={self.label}")
 
     def _check_parameters(self):
         check_int(self.position, "position")
@@ -339,7 +352,7 @@ class SpanEquals(EventKind):
                                  "position by position); got an empty sequence")
         self.labels = as_int_array(labels, "labels", ndim=1, low=0, allow_empty=False)
         self.on_short = check_option(on_short, "on_short", ("error", "skip"))
-        self.name = name or f"span[{self.start}]={'-'.join(map(str, self.labels.tolist()))}"
+        self.name = _kind_name(name, f"span[{self.start}]={'-'.join(map(str, self.labels.tolist()))}")
 
     def _check_parameters(self):
         check_int(self.start, "start")
@@ -418,7 +431,7 @@ class InLexicon(EventKind):
         if not isinstance(lexicon, Lexicon):
             raise ParameterTypeError(f"`lexicon` must be a Lexicon; got {describe(lexicon)}")
         self.lexicon = lexicon
-        self.name = name
+        self.name = _kind_name(name, None)
 
     def _check_parameters(self):
         from .lexicon import Lexicon
@@ -462,7 +475,7 @@ class AnyLabel(EventKind):
 
     def __init__(self, label: int, *, name: str | None = None):
         self.label = check_int(label, "label", low=0)
-        self.name = name or f"any_label={self.label}"
+        self.name = _kind_name(name, f"any_label={self.label}")
 
     def _check_parameters(self):
         check_int(self.label, "label", low=0)
@@ -526,7 +539,7 @@ class Predicate(EventKind):
         if not callable(func):
             raise ParameterTypeError(f"`func` must be callable; got {describe(func)}")
         self.func = func
-        self.name = str(name)
+        self.name = _kind_name(name, None)
 
     def _apply(self, pred, labels, items):
         off = pred.item_offsets
