@@ -93,6 +93,32 @@ def _scan_neighbour_means(Xq, X, y, k, prior):
     return (total + prior) / (k + 2.0 * prior)
 
 
+def _scan_cv_losses(X, y, folds, grid, prior, block=None):
+    """:meth:`_KDTree.cv_losses` by a scan: for every event, its ``max(grid)`` nearest
+    events of other folds (squared distances summed feature by feature from 0.0, ties to
+    the lower row: the rule of :mod:`structcal._knn`), the running sum of their outcomes,
+    and the squared loss of each ``k``'s forecast, summed over the events. The same
+    neighbours and per-event losses as the tree's; the sum over events is taken in row
+    order rather than tree order (equal to about 1e-16)."""
+    n, d = X.shape
+    k_max = int(grid[-1])
+    if block is None:
+        block = max(1, int(1_000_000 // max(n, 1)))
+    total = np.zeros(grid.shape[0])
+    for a in range(0, n, block):
+        rows = np.arange(a, min(n, a + block))
+        dist = np.zeros((rows.shape[0], n))
+        for f in range(d):
+            diff = X[:, f][None, :] - X[rows, f][:, None]
+            dist += diff * diff
+        dist[folds[None, :] == folds[rows][:, None]] = np.inf
+        nearest = np.argsort(dist, axis=1, kind="stable")[:, :k_max]
+        running = np.cumsum(y[nearest], axis=1)
+        forecast = (running[:, grid - 1] + prior) / (grid[None, :] + 2.0 * prior)
+        total += ((forecast - y[rows][:, None]) ** 2).sum(axis=0)
+    return total
+
+
 class _KNNRegions:
     """Fitted state and forecast of k nearest neighbours (``X_fit_``, ``y_fit_``, ...)."""
 

@@ -23,8 +23,10 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._regions import (
-    KNNRegionMap, TreeRegionMap, _check_prior, _KDTree, _KNNRegions, _TreeArrays, _TreeRegions,
+    KNNRegionMap, TreeRegionMap, _check_prior, _KDTree, _KNNRegions, _scan_cv_losses,
+    _TreeArrays, _TreeRegions,
 )
+from ._tier import numpy_tier
 from ._validation import as_ids, check_random_state
 from .exceptions import ParameterError, StructcalError
 from .io import SaveLoadMixin
@@ -299,7 +301,7 @@ class KNNRegionForecaster(_KNNRegions, _BinaryForecaster):
             rate = 4.0 / (X.shape[1] + 4.0)
             self.n_neighbors_ = int(min(n, max(1, round(k_sub * (n / sub) ** rate))))
             self.cv_subsample_ = {"n_samples": int(sub), "k": k_sub, "rate": rate}
-        self._index = _KDTree(self.X_fit_, self.y_fit_)
+        self._index = None  # the KD-tree is built by the first prediction that needs it
         return self
 
 
@@ -363,8 +365,13 @@ def _knn_cross_validate(X, y, grid, cv, rng, groups=None, prior=0.0):
     grid = grid[grid <= k_max]
     if grid.size == 0:
         grid = np.array([max(k_max, 1)], dtype=np.int64)
-    loss = _KDTree(X, y, folds).cv_losses(np.ascontiguousarray(grid, dtype=np.int64), prior) / n
-    best = int(np.flatnonzero(loss <= loss.min() + 1e-15)[-1])
+    grid = np.ascontiguousarray(grid, dtype=np.int64)
+    if numpy_tier(n * n * (1 + X.shape[1] // 8)):  # a small fit: no tree, no kernel
+        loss = _scan_cv_losses(X, y, folds, grid, prior) / n
+    else:
+        loss = _KDTree(X, y, folds).cv_losses(grid, prior) / n
+    # (the tiers sum the losses in other orders: equal to ~1e-16, so ties are relative)
+    best = int(np.flatnonzero(loss <= loss.min() * (1.0 + 1e-12) + 1e-15)[-1])
     return int(grid[best]), {"k": grid, "l2": loss}
 
 

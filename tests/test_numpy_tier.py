@@ -133,6 +133,74 @@ def test_knn_map_tiers_agree_with_ties(seed):
     np.testing.assert_array_equal(a, b)
 
 
+
+@pytest.mark.parametrize("seed", range(8))
+def test_knn_cross_validation_tiers_agree(seed):
+    """The held-out losses of every k by a scan equal the KD-tree kernel's (the same
+    neighbours out of fold, ties to the lower row; the sum over events in another order),
+    and the same k is chosen: discrete features (ties), groups, a prior."""
+    from structcal.forecasters import _knn_cross_validate
+
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(30, 400)), int(rng.integers(1, 5))
+    X = rng.normal(size=(n, d))
+    if seed % 2:
+        X = np.round(X, 1)
+    y = (rng.random(n) < 0.4).astype(float)
+    grid = np.array([1, 2, 5, 10, 15, 25, 40, 60])
+    groups = np.arange(n) // 4 if seed % 3 == 0 else None
+    a, b = _both(lambda: _knn_cross_validate(X, y, grid, 5, np.random.default_rng(seed),
+                                             groups=groups, prior=0.5 * (seed % 2)))
+    assert a[0] == b[0]
+    np.testing.assert_array_equal(a[1]["k"], b[1]["k"])
+    np.testing.assert_allclose(a[1]["l2"], b[1]["l2"], rtol=1e-12, atol=0)
+
+
+def test_pav_tiers_agree_bit_for_bit():
+    from structcal.calibrators._isotonic import pav
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(0, 200))
+        y, w = rng.random(n), rng.random(n) + 0.05
+        if trial % 2:
+            y = np.round(y, 1)  # equal neighbours: pooling on ties
+        a, b = _both(lambda: pav(y, w))
+        np.testing.assert_array_equal(a, b)
+        assert (np.diff(a) >= 0).all()
+
+
+def test_a_small_fit_imports_no_numba():
+    """Fitting a recalibrator on 100 chains (k-NN cross-validation, isotonic maps, shift
+    reference) and predicting 100 more runs in NumPy: nothing to compile."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import numpy as np
+from structcal import ChainPotentials, StructuredPrediction, StructuredRecalibrator
+from structcal.events import MAPEvent, MarginalEvent
+rng = np.random.default_rng(0)
+lengths = rng.integers(4, 10, size=200)
+truth = rng.integers(0, 5, size=lengths.sum())
+scores = rng.normal(size=(lengths.sum(), 5))
+scores[np.arange(truth.size), truth] += 1.5
+pred = StructuredPrediction(ChainPotentials.from_scores(scores, lengths=lengths,
+                                                        transitions=np.zeros((5, 5))))
+half = int(lengths[:100].sum())
+rec = StructuredRecalibrator(kinds=[MAPEvent(), MarginalEvent()], random_state=0)
+rec.fit(pred.subset(np.arange(100)), truth[:half])
+out = rec.predict(pred.subset(np.arange(100, 200)))
+assert np.isfinite(out.forecast).all()
+print("numba" in sys.modules)
+"""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "STRUCTCAL_TIER"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert res.stdout.strip().splitlines()[-1] == "False", res.stdout + res.stderr
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_shift_statistics_tiers_agree(seed):
     """The permutation KS statistics (ties and NaN included) are the kernel's bit for bit."""

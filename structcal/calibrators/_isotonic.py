@@ -46,6 +46,35 @@ class InterpolatedMap:
         return np.interp(np.asarray(s, dtype=np.float64), self.x, self.y)
 
 
+#: A pool-adjacent-violators pass in Python costs about 1 microsecond per point; up to
+#: ``SMALL_WORK / PAV_STEP_COST`` points it runs without the kernel (and its compilation)
+PAV_STEP_COST = 200
+
+
+def pav(y, w):
+    """Weighted isotonic fit by pool-adjacent-violators: the kernel
+    (:func:`structcal.calibrators._kernels.pav`), or for a small fit the same steps in
+    Python (the same arithmetic in the same order: the same values, bit for bit)."""
+    from .._tier import numpy_tier
+
+    if not numpy_tier(y.shape[0] * PAV_STEP_COST):
+        from ._kernels import pav as kernel  # Numba: imported by large fits only
+
+        return kernel(y, w)
+    value, weight, size = [], [], []
+    for yi, wi in zip(y.tolist(), w.tolist()):
+        value.append(yi)
+        weight.append(wi)
+        size.append(1)
+        while len(value) > 1 and value[-2] >= value[-1]:
+            tw = weight[-2] + weight[-1]
+            value[-2] = (weight[-2] * value[-2] + weight[-1] * value[-1]) / tw
+            weight[-2] = tw
+            size[-2] += size[-1]
+            del value[-1], weight[-1], size[-1]
+    return np.repeat(np.asarray(value, dtype=np.float64), np.asarray(size, dtype=np.int64))
+
+
 def isotonic_fit(s, outcome, w, prior=0.0):
     """Weighted isotonic regression of ``outcome`` on ``s``: (unique x, fitted y), thinned.
 
@@ -56,8 +85,6 @@ def isotonic_fit(s, outcome, w, prior=0.0):
     a Beta(prior, prior) prior, and the shrunk steps are made monotone again by a second
     pool-adjacent-violators pass (weights ``n + 2 prior``).
     """
-    from ._kernels import pav  # Numba: imported by fits only
-
     keep = w > 0
     s, outcome, w = s[keep], outcome[keep], w[keep]
     x, inverse = np.unique(s, return_inverse=True)
