@@ -110,18 +110,33 @@ def cache_root() -> Path:
     return _ROOT
 
 
+def _numba_version() -> str:
+    """Numba's version, read from its installed metadata when the module is not loaded (so
+    that asking where kernels are cached does not import Numba)."""
+    mod = sys.modules.get("numba")
+    if mod is not None:
+        return mod.__version__
+    try:
+        from importlib.metadata import version
+
+        return version("numba")
+    except Exception:  # no metadata (e.g. a vendored copy): ask the module
+        import numba
+
+        return numba.__version__
+
+
 def build_key() -> str:
     """A short hash of the package's sources and of the versions kernels depend on."""
     global _KEY
     if _KEY is None:
         import platform
 
-        import numba
         import numpy
 
         h = hashlib.sha256()
         for part in (sys.version, platform.machine(), sys.platform, numpy.__version__,
-                     numba.__version__):
+                     _numba_version()):
             h.update(part.encode())
             h.update(b"\0")
         sources = []

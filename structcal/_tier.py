@@ -9,6 +9,14 @@ functions, the k-NN region maps and the shift test's permutation statistics ther
 run in NumPy when their work, counted in elementary steps, is at most
 :data:`SMALL_WORK`, and in the kernels otherwise. Both give the same results: labels,
 neighbours and test statistics identical, probabilities equal up to rounding.
+
+Chain inference between :data:`SMALL_WORK` and :data:`LARGE_WORK` follows a rent-or-buy
+rule: it runs in the kernels when they are already compiled on this machine (their
+entry in the on-disk cache), and otherwise in NumPy, until the NumPy time spent so far
+in the process (estimated from the work) reaches :data:`RENT_SECONDS`, about what
+compiling the chain kernels costs; then it compiles. A first run therefore never pays
+for a compilation that more than about doubles its time, and a long-running process
+buys the kernels once its NumPy bill would have paid for them.
 """
 
 from __future__ import annotations
@@ -16,27 +24,67 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["SMALL_WORK", "numpy_tier", "forced_tier", "LazyModule"]
+__all__ = ["SMALL_WORK", "LARGE_WORK", "numpy_tier", "kernel_compiled", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
 #: ``benchmarks/bench_numpy_tier.py``).
 SMALL_WORK = 2_000_000
+#: Past this work (chain inference: about 2 s in NumPy) the kernels always run.
+LARGE_WORK = 50_000_000
+#: NumPy seconds per step of chain inference (``benchmarks/bench_numpy_tier.py``), used
+#: to bill work between SMALL_WORK and LARGE_WORK
+SECONDS_PER_STEP = 4e-8
+#: NumPy seconds a process spends on such work before it compiles the kernels instead
+#: (about the time compiling the chain inference kernels takes)
+RENT_SECONDS = 10.0
+_rent = [0.0]
+_ready = set()
 
 _TIERS = ("auto", "numpy", "kernels")
 _forced = [os.environ.get("STRUCTCAL_TIER", "auto")]
 
 
-def numpy_tier(work) -> bool:
-    """Whether work of this size runs in NumPy (rather than in the Numba kernels)."""
+def numpy_tier(work, kernel: str | None = None) -> bool:
+    """Whether work of this size runs in NumPy (rather than in the Numba kernels).
+
+    ``kernel`` (e.g. ``"inference/_chain.infer_batch"``, a kernel's module path under the
+    package and its name) opts into the rent-or-buy rule between :data:`SMALL_WORK` and
+    :data:`LARGE_WORK` (module notes); without it the kernels run past SMALL_WORK.
+    """
     tier = _forced[-1]
     if tier not in _TIERS:  # only the environment can put an unknown name here
         from .exceptions import ParameterError
 
         raise ParameterError(f"STRUCTCAL_TIER must be one of {list(_TIERS)}; got {tier!r}")
-    if tier == "auto":
-        return work <= SMALL_WORK
-    return tier == "numpy"
+    if tier != "auto":
+        return tier == "numpy"
+    if work <= SMALL_WORK:
+        return True
+    if kernel is None or work > LARGE_WORK or _rent[0] >= RENT_SECONDS:
+        return False
+    if kernel_compiled(kernel):
+        return False
+    _rent[0] += work * SECONDS_PER_STEP
+    return True
+
+
+def kernel_compiled(kernel: str) -> bool:
+    """Whether the on-disk cache of this install holds ``kernel`` (``"<module path>.<name>"``
+    relative to the package, e.g. ``"inference/_chain.infer_batch"``), read from the file
+    names only: Numba is not imported."""
+    if kernel in _ready:
+        return True
+    from ._cache import cache_dir
+
+    folder, _, name = kernel.rpartition("/")
+    try:
+        found = any((cache_dir() / folder).glob(f"{name}-*.nbi"))
+    except OSError:
+        found = False
+    if found:
+        _ready.add(kernel)
+    return found
 
 
 @contextmanager

@@ -271,7 +271,7 @@ def infer(
     marginals = bool(marginals or edge_marginals)
     pw, stride = p._pairwise3()
     K = p.n_states
-    if numpy_tier(p.n_tokens * K * K):
+    if numpy_tier(p.n_tokens * K * K, kernel="inference/_chain.infer_batch"):
         labels, scores, logz, marg, edge, status = _chain_numpy.infer(
             p.unary, p.offsets, p.edge_offsets, pw, stride, bool(map), marginals,
             bool(edge_marginals))
@@ -404,7 +404,8 @@ def kbest(potentials: ChainPotentials, k: int = 2) -> KBestResult:
     p = _check_potentials(potentials)
     k = check_int(k, "k", low=1)
     pw, stride = p._pairwise3()
-    if numpy_tier(p.n_tokens * p.n_states * p.n_states * k):
+    if numpy_tier(p.n_tokens * p.n_states * p.n_states * k,
+                  kernel="inference/_chain.kbest_batch"):
         labels, scores, found = _chain_numpy.kbest(p.unary, p.offsets, p.edge_offsets, pw, stride, k)
         return KBestResult(labels=labels, scores=scores, n_found=found)
     labels = np.full((k, p.n_tokens), -1, dtype=np.int64)
@@ -575,7 +576,8 @@ def constrained_log_partition(
             f"(length {lengths[i]}) in query {q}"
         )
     pw, stride = p._pairwise3()
-    if numpy_tier(int(p.lengths[chains].sum()) * p.n_states * p.n_states):
+    if numpy_tier(int(p.lengths[chains].sum()) * p.n_states * p.n_states,
+                  kernel="inference/_chain.constrained_log_partition_batch"):
         return _chain_numpy.constrained_log_partition(
             p.unary, p.offsets, p.edge_offsets, pw, stride, chains, q_offsets, positions, allowed)
     E, _, colmax, spread = _scaled_exponentials(pw, stride, True)
