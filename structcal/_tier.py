@@ -12,11 +12,12 @@ neighbours and test statistics identical, probabilities equal up to rounding.
 
 Chain inference between :data:`SMALL_WORK` and :data:`LARGE_WORK` follows a rent-or-buy
 rule: it runs in the kernels when they are already compiled on this machine (their
-entry in the on-disk cache), and otherwise in NumPy, until the NumPy time spent so far
-in the process (estimated from the work) reaches :data:`RENT_SECONDS`, about what
-compiling the chain kernels costs; then it compiles. A first run therefore never pays
-for a compilation that more than about doubles its time, and a long-running process
-buys the kernels once its NumPy bill would have paid for them.
+entry in the on-disk cache), and otherwise in NumPy, billing the estimated NumPy time to
+a file in the cache folder of this install, until the bill, summed over processes,
+reaches :data:`RENT_SECONDS` (about half of what compiling the chain kernels costs);
+then the kernels are compiled, and every later process finds them cached. A first run
+therefore never pays a compilation that more than about doubles its time, and a machine
+that keeps doing such work buys the kernels once NumPy has cost about as much.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ __all__ = ["SMALL_WORK", "LARGE_WORK", "numpy_tier", "kernel_compiled", "forced_
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
 #: ``benchmarks/bench_numpy_tier.py``).
 SMALL_WORK = 2_000_000
-#: Past this work (chain inference: about 2 s in NumPy) the kernels always run.
-LARGE_WORK = 50_000_000
+#: Past this work (chain inference: about 0.4 s in NumPy) the kernels always run.
+LARGE_WORK = 10_000_000
 #: NumPy seconds per step of chain inference (``benchmarks/bench_numpy_tier.py``), used
 #: to bill work between SMALL_WORK and LARGE_WORK
 SECONDS_PER_STEP = 4e-8
-#: NumPy seconds a process spends on such work before it compiles the kernels instead
-#: (about the time compiling the chain inference kernels takes)
+#: NumPy seconds (summed over the processes of an install) spent on such work before the
+#: kernels are compiled instead (compiling the chain inference kernels takes 15-20 s on
+#: a 2-CPU machine, ``benchmarks/bench_startup.py --cold``)
 RENT_SECONDS = 10.0
-_rent = [0.0]
 _ready = set()
 
 _TIERS = ("auto", "numpy", "kernels")
@@ -61,12 +62,27 @@ def numpy_tier(work, kernel: str | None = None) -> bool:
         return tier == "numpy"
     if work <= SMALL_WORK:
         return True
-    if kernel is None or work > LARGE_WORK or _rent[0] >= RENT_SECONDS:
+    if kernel is None or work > LARGE_WORK or kernel_compiled(kernel):
         return False
-    if kernel_compiled(kernel):
-        return False
-    _rent[0] += work * SECONDS_PER_STEP
-    return True
+    return _bill(work * SECONDS_PER_STEP) < RENT_SECONDS
+
+
+def _bill(seconds: float) -> float:
+    """Add ``seconds`` of NumPy time to this install's bill (a file in its cache folder)
+    and return the bill before them; a bill that cannot be read counts from 0."""
+    from ._cache import cache_dir
+
+    path = cache_dir() / "numpy_rent_seconds"
+    try:
+        total = float(path.read_text())
+    except (OSError, ValueError):
+        total = 0.0
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(repr(total + seconds))
+    except OSError:
+        pass
+    return total
 
 
 def kernel_compiled(kernel: str) -> bool:

@@ -119,17 +119,17 @@ def test_the_tier_follows_the_size_of_the_work():
 
 def test_mid_size_chain_work_rents_numpy_until_the_kernels_are_bought(monkeypatch, tmp_path):
     """Between SMALL_WORK and LARGE_WORK: the kernels if this install compiled them (their
-    cache index file exists), else NumPy until the estimated NumPy time reaches
-    RENT_SECONDS; then the kernels."""
+    cache index file exists), else NumPy, billed to a file of the install's cache folder,
+    until the bill reaches RENT_SECONDS; then the kernels."""
     import structcal._cache as cache
     import structcal._tier as tier
 
     monkeypatch.setattr(cache, "cache_dir", lambda: tmp_path)
-    monkeypatch.setattr(tier, "_rent", [0.0])
     monkeypatch.setattr(tier, "_ready", set())
     mid = 3 * SMALL_WORK
     assert numpy_tier(mid, kernel="inference/_chain.infer_batch")
-    assert tier._rent[0] == pytest.approx(mid * tier.SECONDS_PER_STEP)
+    bill = tmp_path / "numpy_rent_seconds"
+    assert float(bill.read_text()) == pytest.approx(mid * tier.SECONDS_PER_STEP)
     assert not numpy_tier(mid) and not numpy_tier(tier.LARGE_WORK + 1, kernel="inference/_chain.x")
     (tmp_path / "inference").mkdir()
     (tmp_path / "inference" / "_chain.infer_batch-949.py311.nbi").write_bytes(b"")
@@ -137,8 +137,10 @@ def test_mid_size_chain_work_rents_numpy_until_the_kernels_are_bought(monkeypatc
     assert not tier.kernel_compiled("inference/_chain.infer")  # a name is matched whole
     assert not numpy_tier(mid, kernel="inference/_chain.infer_batch")
     assert numpy_tier(mid, kernel="inference/_chain.kbest_batch")
-    tier._rent[0] = tier.RENT_SECONDS  # the NumPy bill has paid for a compilation
+    bill.write_text(repr(tier.RENT_SECONDS))  # the NumPy bill has paid for a compilation
     assert not numpy_tier(mid, kernel="inference/_chain.kbest_batch")
+    bill.write_text("garbled")  # an unreadable bill counts from 0
+    assert numpy_tier(mid, kernel="inference/_chain.kbest_batch")
     assert numpy_tier(SMALL_WORK, kernel="inference/_chain.kbest_batch")
 
 
