@@ -107,8 +107,6 @@ OUTSIDE_THE_HARNESS = {
     'structcal.events.kinds.Predicate': PENDING,
     'structcal.events.nodesets.NodeSetConstraints': RESULT,
     'structcal.events.nodesets.NodeSetKind': PENDING,
-    'structcal.events.objects.AllObjectsFound': PENDING,
-    'structcal.events.objects.ObjectCountCorrect': PENDING,
     'structcal.events.objects.object_table': PENDING,
     'structcal.events.spans.entity_table': PENDING,
     'structcal.events.table.EventTable': PENDING,
@@ -1173,7 +1171,23 @@ def _marginal_event(tags):
     return MarginalEvent(tag_scheme=_tag_scheme(tags))
 
 
+
+def _object_kind_case(cls):
+    def case():
+        from structcal.events import objects
+
+        kind = getattr(objects, cls)
+        return Case(lambda **a: kind(iou_threshold=a["iou_threshold"], n_samples=a["n_samples"])
+                    if cls == "AllObjectsFound" else kind(n_samples=a["n_samples"]),
+                    {"iou_threshold": 0.5, "n_samples": 16},
+                    {"iou_threshold": "scalar_probability", "n_samples": "count"}
+                    if cls == "AllObjectsFound" else {"n_samples": "count"})
+    return case
+
+
 CASES = {
+    "structcal.events.objects.AllObjectsFound": _object_kind_case("AllObjectsFound"),
+    "structcal.events.objects.ObjectCountCorrect": _object_kind_case("ObjectCountCorrect"),
     "structcal.adapters.tagging.TagScheme": _tag_kind_case(_tag_scheme),
     "structcal.events.spans.EntitySpans": _tag_kind_case(_entity_spans),
     "structcal.events.spans.AllEntitiesCorrect": _tag_kind_case(_all_entities),
