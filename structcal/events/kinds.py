@@ -352,7 +352,8 @@ class SpanEquals(EventKind):
                                  "position by position); got an empty sequence")
         self.labels = as_int_array(labels, "labels", ndim=1, low=0, allow_empty=False)
         self.on_short = check_option(on_short, "on_short", ("error", "skip"))
-        self.name = _kind_name(name, f"span[{self.start}]={'-'.join(map(str, self.labels.tolist()))}")
+        labels = "-".join(map(str, self.labels.tolist()))
+        self.name = _kind_name(name, f"span[{self.start}]={labels}")
 
     def _check_parameters(self):
         check_int(self.start, "start")
