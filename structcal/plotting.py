@@ -5,7 +5,7 @@ matplotlib is imported only when a function here is called (``pip install struct
 
 from __future__ import annotations
 
-from ._validation import describe
+from ._validation import check_float, describe
 from .exceptions import ParameterTypeError
 
 __all__ = ["plot_calibration_curve", "plot_reliability_curve", "plot_report"]
@@ -141,6 +141,14 @@ def plot_report(report, group: str = "pooled", *, ax=None, scale: float = 100.0)
     -------
     matplotlib Axes
     """
+    from .recalibration import CalibrationReport
+
+    if not isinstance(report, CalibrationReport):
+        raise ParameterTypeError(f"`report` must be a CalibrationReport (from "
+                                 f"StructuredRecalibrator.evaluate); got {describe(report)}")
+    scale = check_float(scale, "scale", low=0.0, low_inclusive=False)
+    for name in report.forecasters:  # an unknown group is named before anything is drawn
+        report.get(group, name)
     plt = _pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(4, 4))

@@ -93,6 +93,19 @@ def test_plot_report_draws_one_curve_per_forecaster():
     assert "raw (" in ax.get_legend().get_texts()[0].get_text()
     with pytest.raises(TypeError, match="ReliabilityTable"):
         plot_calibration_curve(np.zeros(3))
+    from structcal.plotting import plot_reliability_curve
+
+    with pytest.raises(TypeError, match="ReliabilityCurve"):
+        plot_reliability_curve([0.1, 0.2])
+    n_figures = len(plt.get_fignums())
+    for bad, error, word in ((None, TypeError, "report"), (t, TypeError, "report")):
+        with pytest.raises(error, match=word):
+            plot_report(bad)
+    with pytest.raises(ValueError, match="group"):
+        plot_report(report, "no such group")
+    with pytest.raises(ValueError, match="scale"):
+        plot_report(report, "marginal", scale=-1)
+    assert len(plt.get_fignums()) == n_figures  # refused before drawing
     plt.close("all")
 
 
