@@ -423,3 +423,10 @@ def test_object_features_check_the_node_data_they_read(key, bad):
     feature = "object_contrast" if key == "intensity" else "object_eccentricity"
     with pytest.raises((ParameterError, ParameterTypeError), match=rf"node_data\['{key}'\]"):
         build_events(bad_pred, [ObjectEvents()], features=[feature])
+
+
+def test_object_table_refuses_what_is_not_a_prediction():
+    with pytest.raises(ParameterTypeError, match="pred"):
+        object_table(None)
+    with pytest.raises(ParameterTypeError, match="kind"):
+        object_table(_pred([np.zeros((3, 3), dtype=np.int64)]), kind=3)

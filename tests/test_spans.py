@@ -369,3 +369,27 @@ def test_bio_tag_names_are_refused_as_bioes_or_bilou():
     with pytest.raises(ParameterError, match="L- or U- tags"):
         TagScheme(["O", "B-PER", "I-PER"], "BILOU")
     assert TagScheme(["O", "B-A", "I-A", "L-A", "U-A", "U-B"], "BILOU").scheme == "BILOU"
+
+
+def test_entity_table_refuses_what_is_not_an_entity_table():
+    from structcal import ChainPotentials, StructuredPrediction
+    from structcal.adapters import TagScheme
+    from structcal.events import EntitySpans, MAPEvent, build_events, entity_table
+    from structcal.exceptions import ParameterError, ParameterTypeError
+
+    rng = np.random.default_rng(0)
+    tags = TagScheme(["O", "B-x", "I-x", "B-y", "I-y"])
+    pots = ChainPotentials.from_list([rng.normal(size=(n, 5)) for n in (4, 5, 3)],
+                                     pairwise=rng.normal(size=(5, 5)))
+    t = build_events(StructuredPrediction(pots), [EntitySpans(tags), MAPEvent()])
+    out = entity_table(t, "entity", tags)
+    assert set(out["type_name"]) <= {"x", "y"}
+    with pytest.raises(ParameterError, match="scope 'item'"):
+        entity_table(t, "map")  # was an IndexError
+    with pytest.raises(ParameterTypeError, match="table"):
+        entity_table(None)
+    with pytest.raises(ParameterTypeError, match="tag_scheme"):
+        entity_table(t, "entity", ["O", "B-x"])
+    assert (out["type"] == 1).any()  # an entity of the second type ...
+    with pytest.raises(ParameterError, match="tag scheme"):  # ... that this scheme lacks
+        entity_table(t, "entity", TagScheme(["O", "B-x", "I-x"]))

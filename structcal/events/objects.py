@@ -485,6 +485,10 @@ def object_table(pred, kind: ObjectEvents | None = None) -> dict:
     dict with ``item``, ``label`` (class), ``size``, ``members``, ``member_offsets`` and
     ``component`` (the object of every node, ``-1`` outside objects).
     """
+    from ..prediction import StructuredPrediction
+
+    if not isinstance(pred, StructuredPrediction):
+        raise ParameterTypeError(f"`pred` must be a StructuredPrediction; got {describe(pred)}")
     kind = ObjectEvents() if kind is None else kind
     if not isinstance(kind, ObjectEvents):
         raise ParameterTypeError(f"`kind` must be an ObjectEvents; got {describe(kind)}")

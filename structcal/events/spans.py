@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._ragged import ragged_rows
+from .._validation import describe
 from ..adapters.tagging import TagScheme
 from ..exceptions import ParameterError, ParameterTypeError
 from ..potentials import ChainPotentials
@@ -396,9 +397,19 @@ def entity_table(table, kind_name: str = "entity", tag_scheme: TagScheme | None 
         ``row`` (row in the table), ``item``, ``start`` and ``end`` (positions within the
         sentence, ``end`` exclusive), ``type`` and, with ``tag_scheme``, ``type_name``.
     """
+    from .table import EventTable
+
+    if not isinstance(table, EventTable):
+        raise ParameterTypeError(f"`table` must be an EventTable; got {describe(table)}")
+    if tag_scheme is not None and not isinstance(tag_scheme, TagScheme):
+        raise ParameterTypeError(f"`tag_scheme` must be a TagScheme; got {describe(tag_scheme)}")
     if kind_name not in table.kind_names:
         raise ParameterError(f"no event kind {kind_name!r}; kinds: {list(table.kind_names)}")
-    rows = np.flatnonzero(table.kind == table.kind_names.index(kind_name))
+    k = table.kind_names.index(kind_name)
+    if table.kind_scopes[k] != "span":
+        raise ParameterError(f"event kind {kind_name!r} has scope {table.kind_scopes[k]!r}, not "
+                             "'span': its events are not entities")
+    rows = np.flatnonzero(table.kind == k)
     first = table.members[table.member_offsets[rows]] if rows.size else np.zeros(0, np.int64)
     size = table.member_offsets[rows + 1] - table.member_offsets[rows]
     item = table.item[rows]
@@ -411,6 +422,10 @@ def entity_table(table, kind_name: str = "entity", tag_scheme: TagScheme | None 
         "type": table.label[rows],
     }
     if tag_scheme is not None:
+        n_types = len(tag_scheme.types)
+        if out["type"].size and out["type"].max() >= n_types:
+            raise ParameterError(f"`tag_scheme` has {n_types} entity types, but the events' "
+                                 f"types reach {int(out['type'].max())}: another tag scheme")
         out["type_name"] = np.array([tag_scheme.types[t] for t in out["type"]], dtype=object)
     return out
 
