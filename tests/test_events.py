@@ -380,3 +380,21 @@ def test_names_and_scopes_are_checked(make, error):
     with pytest.raises(error):
         make()
     assert LabelAt(0, 1).name == "label_at[0]=1" and LabelAt(0, 1, name="").name == "label_at[0]=1"
+
+
+def test_an_event_table_with_misaligned_columns_is_refused():
+    import dataclasses
+
+    rng = np.random.default_rng(0)
+    pots = ChainPotentials.from_list([rng.normal(size=(n, 3)) for n in (3, 2, 4)],
+                                     pairwise=rng.normal(size=(3, 3)))
+    t = build_events(StructuredPrediction(pots), [MAPEvent(), MarginalEvent()],
+                     y_true=rng.integers(0, 3, 9))
+    for change, word in (({"item": t.item[:-1]}, "item"), ({"X": t.X[:, :-1]}, "X"),
+                         ({"outcome": t.outcome[1:]}, "outcome"),
+                         ({"kind": np.where(t.kind == 0, 5, t.kind)}, "kind"),
+                         ({"item": t.item + 3}, "item"),
+                         ({"kind_scopes": t.kind_scopes[:1]}, "scopes")):
+        with pytest.raises(ParameterError, match=word):
+            dataclasses.replace(t, **change)
+    assert dataclasses.replace(t).n_events == t.n_events

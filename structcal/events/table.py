@@ -80,6 +80,36 @@ class EventTable:
         if self.member_offsets is None:  # tables built without node-set events
             object.__setattr__(self, "members", np.zeros(0, dtype=np.int64))
             object.__setattr__(self, "member_offsets", np.zeros(self.n_events + 1, dtype=np.int64))
+        self._check_shapes()
+
+    def _check_shapes(self):
+        """Every column has one row per event, and the kinds, features and items agree (a
+        table assembled by hand cannot misalign its columns)."""
+        n = int(np.shape(self.kind)[0]) if np.ndim(self.kind) == 1 else -1
+        n_kinds, n_features = len(self.kind_names), len(self.feature_names)
+        expected = {"kind": (n,), "item": (n,), "node": (n,), "position": (n,), "label": (n,),
+                    "X": (n, n_features), "defined": (n_kinds, n_features),
+                    "member_offsets": (n + 1,)}
+        if self.outcome is not None:
+            expected["outcome"] = (n,)
+        if self.raw is not None:
+            expected["raw"] = (n,)
+        for name, shape in expected.items():
+            got = np.shape(getattr(self, name))
+            if n < 0 or got != shape:
+                raise ParameterError(f"EventTable column `{name}` must have shape {shape} (from "
+                                     f"{n} events, {n_kinds} kinds, {n_features} features); "
+                                     f"got {got}")
+        if len(self.kind_scopes) != n_kinds:
+            raise ParameterError(f"EventTable has {n_kinds} kind names but "
+                                 f"{len(self.kind_scopes)} kind scopes")
+        if n and (self.kind.min() < 0 or self.kind.max() >= n_kinds):
+            raise ParameterError(f"EventTable column `kind` must index the {n_kinds} kinds")
+        if n and (self.item.min() < 0 or self.item.max() >= np.shape(self.item_lengths)[0]):
+            raise ParameterError(f"EventTable column `item` must index the "
+                                 f"{np.shape(self.item_lengths)[0]} items of `item_lengths`")
+        if self.member_offsets[-1] != np.shape(self.members)[0]:
+            raise ParameterError("EventTable `member_offsets` must end at the number of members")
 
     def members_of(self, row: int) -> np.ndarray:
         """Global nodes covered by event ``row`` (empty unless it is a node-set event)."""
