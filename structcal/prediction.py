@@ -27,7 +27,13 @@ _BACKENDS: list[tuple[type, type]] = []
 def register_backend(potentials_type: type):
     """Class decorator registering the inference backend used for ``potentials_type``."""
 
+    if not isinstance(potentials_type, type):
+        raise ParameterTypeError(
+            f"`potentials_type` must be a class; got {describe(potentials_type)}")
+
     def deco(backend):
+        if not isinstance(backend, type):
+            raise ParameterTypeError(f"a backend must be a class; got {describe(backend)}")
         _BACKENDS.append((potentials_type, backend))
         return backend
 
@@ -65,6 +71,9 @@ class ChainBackend(_Backend):
             raise ParameterError(
                 f"chain inference takes no options; got {sorted(options)}"
             )
+        if not isinstance(potentials, ChainPotentials):
+            raise ParameterTypeError(
+                f"`potentials` must be ChainPotentials; got {describe(potentials)}")
         self.potentials = potentials
 
     def map(self):
@@ -140,6 +149,9 @@ class GraphBackend(_Backend):
         damping=None,
         warn: bool = True,
     ):
+        if not isinstance(potentials, GraphPotentials):
+            raise ParameterTypeError(
+                f"`potentials` must be GraphPotentials; got {describe(potentials)}")
         self.potentials = potentials
         self.marginal_method = check_option(
             marginal_method, "marginal_method", ("mean_field", "belief_propagation")

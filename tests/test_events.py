@@ -373,6 +373,9 @@ def test_events_of_a_custom_kind_are_checked_against_the_batch(bad):
     (lambda: AnyLabel(1, name=b"x"), ParameterTypeError),
     (lambda: feature_names("bogus"), ParameterError),
     (lambda: register_feature("", scope="item"), ParameterTypeError),
+    (lambda: InLexicon("abc"), ParameterTypeError),
+    (lambda: __import__("structcal.events.external", fromlist=["x"]).ExternalKind(""),
+     ParameterTypeError),
 ])
 def test_names_and_scopes_are_checked(make, error):
     """A kind's name keys its events (columns, groups, saved files): a non-empty str, not a
@@ -398,3 +401,20 @@ def test_an_event_table_with_misaligned_columns_is_refused():
         with pytest.raises(ParameterError, match=word):
             dataclasses.replace(t, **change)
     assert dataclasses.replace(t).n_events == t.n_events
+
+
+def test_backends_take_only_their_own_potentials():
+    from structcal.potentials import GraphPotentials
+    from structcal.prediction import ChainBackend, GraphBackend, register_backend
+
+    chain = ChainPotentials.from_list([np.zeros((2, 2))], np.zeros((2, 2)))
+    graph = GraphPotentials.from_grid([np.zeros((2, 2, 2))], potts=0.5)
+    for backend, ok, bad in ((ChainBackend, chain, graph), (GraphBackend, graph, chain)):
+        assert backend(ok).potentials is ok
+        for wrong in (bad, None, np.zeros(3)):
+            with pytest.raises(ParameterTypeError, match="potentials"):
+                backend(wrong)
+    with pytest.raises(ParameterTypeError, match="potentials_type"):
+        register_backend(3)
+    with pytest.raises(ParameterTypeError, match="backend"):
+        register_backend(ChainPotentials)(lambda p: p)
