@@ -79,16 +79,22 @@ class _KDTree:
         return out.sum(axis=0)
 
 
+def _scan_distances(Xq, X):
+    """Squared distances of every row of ``Xq`` to every row of ``X``, summed feature by
+    feature from 0.0 as :mod:`structcal._knn` sums them (the same values, bit for bit)."""
+    dist = np.zeros((Xq.shape[0], X.shape[0]))
+    for f in range(X.shape[1]):
+        diff = X[:, f][None, :] - Xq[:, f][:, None]
+        dist += diff * diff
+    return dist
+
+
 def _scan_neighbour_means(Xq, X, y, k, prior):
     """:meth:`_KDTree.neighbour_means` by a scan of every fitted event: the same neighbours
     (squared distances summed feature by feature from 0.0, ties to the lower row of ``X``;
     the rule of :mod:`structcal._knn`), so the same forecasts, bit for bit."""
     k = int(min(k, X.shape[0]))
-    dist = np.zeros((Xq.shape[0], X.shape[0]))
-    for f in range(X.shape[1]):
-        diff = X[:, f][None, :] - Xq[:, f][:, None]
-        dist += diff * diff
-    nearest = np.argsort(dist, axis=1, kind="stable")[:, :k]
+    nearest = np.argsort(_scan_distances(Xq, X), axis=1, kind="stable")[:, :k]
     total = y[nearest].sum(axis=1)
     return (total + prior) / (k + 2.0 * prior)
 
@@ -100,17 +106,14 @@ def _scan_cv_losses(X, y, folds, grid, prior, block=None):
     and the squared loss of each ``k``'s forecast, summed over the events. The same
     neighbours and per-event losses as the tree's; the sum over events is taken in row
     order rather than tree order (equal to about 1e-16)."""
-    n, d = X.shape
+    n = X.shape[0]
     k_max = int(grid[-1])
     if block is None:
         block = max(1, int(1_000_000 // max(n, 1)))
     total = np.zeros(grid.shape[0])
     for a in range(0, n, block):
         rows = np.arange(a, min(n, a + block))
-        dist = np.zeros((rows.shape[0], n))
-        for f in range(d):
-            diff = X[:, f][None, :] - X[rows, f][:, None]
-            dist += diff * diff
+        dist = _scan_distances(X[rows], X)
         dist[folds[None, :] == folds[rows][:, None]] = np.inf
         nearest = np.argsort(dist, axis=1, kind="stable")[:, :k_max]
         running = np.cumsum(y[nearest], axis=1)

@@ -275,6 +275,12 @@ def check_csr_graph(indptr, indices, n_nodes: int | None = None) -> tuple[np.nda
     return indptr, indices
 
 
+def nodes_outside_items(nodes, items, item_offsets) -> np.ndarray:
+    """Mask of the ``nodes`` that are not nodes of their ``items`` (item ``i`` owns the
+    global nodes ``item_offsets[i]:item_offsets[i + 1]``)."""
+    return (nodes < item_offsets[items]) | (nodes >= item_offsets[items + 1])
+
+
 def check_int(value, name: str, *, low: int | None = None, high: int | None = None) -> int:
     """Check an integer scalar in ``[low, high]`` (inclusive) and return it as ``int``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):

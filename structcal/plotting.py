@@ -147,14 +147,13 @@ def plot_report(report, group: str = "pooled", *, ax=None, scale: float = 100.0)
         raise ParameterTypeError(f"`report` must be a CalibrationReport (from "
                                  f"StructuredRecalibrator.evaluate); got {describe(report)}")
     scale = check_float(scale, "scale", low=0.0, low_inclusive=False)
-    for name in report.forecasters:  # an unknown group is named before anything is drawn
-        report.get(group, name)
+    # (an unknown group is named before anything is drawn)
+    results = {name: report.get(group, name) for name in report.forecasters}
     plt = _pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(4, 4))
-    for name in report.forecasters:
-        r = report.get(group, name)
+    for name, r in results.items():
         plot_calibration_curve(r, ax=ax, label=f"{name} ({scale * r.l2:.1f})")
-    ax.set_title(f"{group}: {report.get(group, report.forecasters[0]).n_events} events")
+    ax.set_title(f"{group}: {results[report.forecasters[0]].n_events} events")
     ax.legend(loc="upper left", fontsize="small")
     return ax

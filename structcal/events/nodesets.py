@@ -30,6 +30,7 @@ import numpy as np
 from .._ragged import offsets_from_lengths, ragged_rows
 from .._validation import (
     as_int_array, as_numeric, check_csr_graph, check_int, check_offsets, describe,
+    nodes_outside_items,
 )
 from ..exceptions import ParameterError, ParameterTypeError
 from ..potentials import ChainPotentials
@@ -217,7 +218,7 @@ def constraints_probability(pred, constraints: NodeSetConstraints, event_items) 
     chains = event_items[c.event]
     per_constraint_chain = np.repeat(chains, np.diff(c.pattern_offsets))
     positions = c.node - pred.item_offsets[per_constraint_chain]
-    outside = (positions < 0) | (positions >= pred.lengths[per_constraint_chain])
+    outside = nodes_outside_items(c.node, per_constraint_chain, pred.item_offsets)
     if outside.any():
         i = int(np.argmax(outside))
         raise ParameterError(f"`constraints`: node {c.node[i]} is not in item "

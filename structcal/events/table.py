@@ -8,7 +8,9 @@ import numpy as np
 
 from .. import features as _features
 from .._ragged import offsets_from_lengths, ragged_rows
-from .._validation import as_ids, as_int_array, check_offsets, describe
+from .._validation import (
+    as_ids, as_int_array, check_offsets, describe, nodes_outside_items,
+)
 from ..exceptions import ParameterError, ParameterTypeError
 from .kinds import EventKind
 
@@ -394,10 +396,9 @@ def _check_instances(events, pred, kind) -> EventInstances:
     if item.size and (item.min() < 0 or item.max() >= pred.n_items):
         raise ParameterError(f"{what}: `item` must lie in [0, {pred.n_items}) (the batch's "
                              f"items); got values in [{item.min()}, {item.max()}]")
-    on_node = node >= 0
-    if (node < -1).any() or (on_node & ((node < offs[item]) | (node >= offs[item + 1]))).any():
-        bad = int(np.flatnonzero((node < -1) | (on_node & ((node < offs[item])
-                                                           | (node >= offs[item + 1]))))[0])
+    wrong = (node < -1) | ((node >= 0) & nodes_outside_items(node, item, offs))
+    if wrong.any():
+        bad = int(np.argmax(wrong))
         raise ParameterError(f"{what}: event {bad} has node {int(node[bad])}, which is not a "
                              f"node of its item {int(item[bad])} (nor -1)")
     if label.size and (label.min() < -1 or label.max() >= pred.n_states):
@@ -411,7 +412,7 @@ def _check_instances(events, pred, kind) -> EventInstances:
             raise ParameterError(f"{what}: `member_offsets` must have one entry per event plus "
                                  f"one ({n + 1}); got shape {np.shape(events.member_offsets)}")
         owner = np.repeat(item, np.diff(events.member_offsets))
-        outside = (members < offs[owner]) | (members >= offs[owner + 1])
+        outside = nodes_outside_items(members, owner, offs)
         if outside.any():
             m = int(np.flatnonzero(outside)[0])
             raise ParameterError(f"{what}: member node {int(members[m])} is not a node of its "
