@@ -194,7 +194,7 @@ def save_letter_classifier(out: Path, train_set, test_set) -> None:
     seconds = time.perf_counter() - t0
     acc = float(np.mean(svm.predict(test_set.pixels) == test_set.labels))
     save(svm, out / LETTER_CLASSIFIER, metadata={
-        "description": "LinearSVC(C=0.1, dual=False) on the 128 raw pixels of the OCR letters "
+        "description": "The decision scores (a LinearDecisionMap) of LinearSVC(C=0.1, dual=False) on the 128 raw pixels of the OCR letters "
                        "(structcal.demos.fit_letter_classifier): the unstructured scores of "
                        "the Table 1 features phi_no1 and phi_no2",
         "alphabet": OCR_ALPHABET,

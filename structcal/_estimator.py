@@ -1,25 +1,51 @@
-"""A scikit-learn style parameter protocol without importing scikit-learn.
+"""scikit-learn's estimator protocol without importing scikit-learn.
 
-Importing :mod:`sklearn.base` costs about 0.6 s (it pulls in scipy.stats), which
-``from structcal import StructuredRecalibrator`` should not pay before anything is
-fitted. :class:`ParamsMixin` gives the part of ``sklearn.base.BaseEstimator`` that
-structcal's structured estimators use: ``get_params``/``set_params`` following the same
-conventions (constructor arguments, nested ``component__param`` names), so
-``sklearn.base.clone`` and grid searches accept them, and a repr that lists the
-parameters that differ from their defaults.
+Importing :mod:`sklearn.base` costs about a second (it pulls in scipy.stats), which
+loading a saved model and predicting, or fitting a k-NN forecaster, should not pay.
+:class:`ParamsMixin` gives the part of ``sklearn.base.BaseEstimator`` that structcal's
+estimators use: ``get_params``/``set_params`` following the same conventions
+(constructor arguments, nested ``component__param`` names), so ``sklearn.base.clone``
+and grid searches accept them; cloning; estimator tags for scikit-learn's checks (built
+when scikit-learn asks for them, so it is imported by then); and a repr that lists the
+parameters that differ from their defaults. :func:`check_fitted` raises scikit-learn's
+``NotFittedError`` as ``check_is_fitted`` does.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 
 from .exceptions import ParameterError
 
-__all__ = ["ParamsMixin"]
+__all__ = ["ParamsMixin", "check_fitted", "clone"]
+
+
+def check_fitted(estimator, attribute):
+    """Raise ``NotFittedError`` (scikit-learn's class) unless ``estimator`` has ``attribute``."""
+    if not hasattr(estimator, attribute):
+        from .exceptions import NotFittedError
+
+        raise NotFittedError(
+            f"This {type(estimator).__name__} instance is not fitted yet. Call 'fit' with "
+            "appropriate arguments before using this estimator."
+        )
+
+
+def clone(estimator):
+    """An unfitted copy of ``estimator`` with the same parameters, as
+    ``sklearn.base.clone``; scikit-learn is imported only for an estimator that defines no
+    ``__sklearn_clone__`` of its own."""
+    if hasattr(estimator, "__sklearn_clone__") and not isinstance(estimator, type):
+        return estimator.__sklearn_clone__()
+    from sklearn.base import clone as sklearn_clone
+
+    return sklearn_clone(estimator)
 
 
 class ParamsMixin:
-    """``get_params``/``set_params``/``__repr__`` as in scikit-learn's ``BaseEstimator``."""
+    """``get_params``/``set_params``/cloning/tags/``__repr__`` as in scikit-learn's
+    ``BaseEstimator``."""
 
     @classmethod
     def _get_param_names(cls):
@@ -79,6 +105,20 @@ class ParamsMixin:
         for name, sub_params in nested.items():
             valid[name].set_params(**sub_params)
         return self
+
+    def __sklearn_clone__(self):
+        params = self.get_params(deep=False)
+        return type(self)(**{
+            name: clone(value)
+            if hasattr(value, "get_params") and not isinstance(value, type)
+            else copy.deepcopy(value)
+            for name, value in params.items()
+        })
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import Tags, TargetTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False))
 
     def __repr__(self):
         signature = inspect.signature(type(self).__init__)

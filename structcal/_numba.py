@@ -33,9 +33,12 @@
     when it pays:
     a batch large enough for it uses it if it is already compiled or in the on-disk cache;
     otherwise the batch runs serially, and the parallel copy is compiled once this
-    process has spent :data:`PARALLEL_COMPILE_SECONDS` in serial runs of such batches
-    (the rent-or-buy rule: a first run after install never pays more than about twice
-    the compile time it avoids). With one Numba thread the serial copy always runs.
+    install has spent :data:`PARALLEL_COMPILE_SECONDS` in serial runs of such batches of
+    that driver, summed over processes in a bill in the install's cache folder (the
+    rent-or-buy rule: a first run after install never pays more than about twice the
+    compile time it avoids, and a job run again and again stops paying the serial time
+    once it has paid for the compilation). With one Numba thread the serial copy always
+    runs.
 
 Thread safety: every kernel may be called from several Python threads at once. Serial
 kernels release the GIL (``nogil``) and run concurrently. Parallel drivers run
@@ -62,6 +65,7 @@ from numba import njit, prange
 from numba.core import types as nbtypes
 from numba.core.registry import CPUDispatcher
 
+from . import _tier
 from ._cache import install_locator
 from ._progress import attach_monitors as _attach_monitors
 
@@ -273,8 +277,11 @@ class BatchKernel:
         self.serial = kernel(func)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
-        #: seconds spent in serial runs of batches large enough for the parallel copy
+        #: seconds this install has spent in serial runs of batches large enough for the
+        #: parallel copy (read from its bill at the first such batch of the process)
         self.serial_seconds = 0.0
+        self._bill_name = f"serial_seconds.{func.__module__}.{func.__name__}"
+        self._bill_read = False
         self._not_cached = set()  # signatures whose parallel copy the disk cache lacks
 
     def __call__(self, *args, work):
@@ -286,11 +293,15 @@ class BatchKernel:
         t0 = time.perf_counter()
         out = self.serial(*args)
         if len(self.serial.overloads) == n_overloads:  # a run, not a compilation
-            self.serial_seconds += time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+            self.serial_seconds = _tier._bill(seconds, self._bill_name) + seconds
         return out
 
     def _use_parallel(self, args):
         """Whether this call should run (and if need be compile) the parallel copy."""
+        if not self._bill_read:
+            self._bill_read = True
+            self.serial_seconds = max(self.serial_seconds, _tier._bill(0.0, self._bill_name))
         if self.serial_seconds >= PARALLEL_COMPILE_SECONDS:
             return True
         dispatcher = self.parallel.dispatcher

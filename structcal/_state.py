@@ -87,6 +87,7 @@ ALLOWED = {
     "SigmoidMap": "structcal.calibrators",
     "SplineMap": "structcal.calibrators",
     "EstimatorMap": "structcal.calibrators.ovr",
+    "LinearDecisionMap": "structcal.demos",
 }
 
 #: Classes with a layout of their own (``_to_state``/``_from_state``): name ->

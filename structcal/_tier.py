@@ -67,21 +67,23 @@ def numpy_tier(work, kernel: str | None = None) -> bool:
     return _bill(work * SECONDS_PER_STEP) < RENT_SECONDS
 
 
-def _bill(seconds: float) -> float:
-    """Add ``seconds`` of NumPy time to this install's bill (a file in its cache folder)
-    and return the bill before them; a bill that cannot be read counts from 0."""
+def _bill(seconds: float, name: str = "numpy_rent_seconds") -> float:
+    """Add ``seconds`` to this install's bill ``name`` (a file in its cache folder) and
+    return the bill before them; a bill that cannot be read counts from 0, and 0 seconds
+    only read it."""
     from ._cache import cache_dir
 
-    path = cache_dir() / "numpy_rent_seconds"
+    path = cache_dir() / "bills" / name
     try:
         total = float(path.read_text())
     except (OSError, ValueError):
         total = 0.0
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(repr(total + seconds))
-    except OSError:
-        pass
+    if seconds:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(repr(total + seconds))
+        except OSError:
+            pass
     return total
 
 

@@ -4,7 +4,78 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["OCRSetup", "ocr_setup", "fit_letter_classifier"]
+import numpy as np
+
+from ._estimator import ParamsMixin, check_fitted
+from .io import SaveLoadMixin
+
+__all__ = ["OCRSetup", "ocr_setup", "fit_letter_classifier", "LinearDecisionMap"]
+
+
+class LinearDecisionMap(SaveLoadMixin, ParamsMixin):
+    """A fitted linear classifier's decision scores, from its arrays alone.
+
+    ``decision_function(X) = X @ coef_.T + intercept_``, as scikit-learn's linear
+    classifiers compute it, without importing scikit-learn to load or score.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_classes, n_features) or (1, n_features)
+    intercept_ : ndarray of shape (n_classes,) or (1,)
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    """
+
+    @classmethod
+    def from_estimator(cls, estimator):
+        """The decision map of a fitted linear classifier (``coef_``, ``intercept_``,
+        ``classes_``), e.g. ``sklearn.svm.LinearSVC``."""
+        from ._validation import as_float_array, describe
+        from .exceptions import ParameterTypeError
+
+        if not all(hasattr(estimator, a) for a in ("coef_", "intercept_", "classes_")):
+            raise ParameterTypeError(
+                "`estimator` must be a fitted linear classifier with coef_, intercept_ and "
+                f"classes_; got {describe(estimator)}"
+            )
+        out = cls()
+        out.coef_ = as_float_array(estimator.coef_, "estimator.coef_", ndim=2)
+        out.intercept_ = as_float_array(
+            np.ravel(estimator.intercept_), "estimator.intercept_", shape=(out.coef_.shape[0],)
+        )
+        out.classes_ = np.asarray(estimator.classes_)
+        out.n_features_in_ = int(out.coef_.shape[1])
+        return out
+
+    def decision_function(self, X):
+        """Decision scores, as the classifier's ``decision_function``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features_in_)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes), or (n_samples,) for two classes
+        """
+        from ._validation import as_float_array
+
+        check_fitted(self, "coef_")
+        X = as_float_array(X, "X", ndim=2)
+        if X.shape[1] != self.n_features_in_:
+            from .exceptions import ParameterError
+
+            raise ParameterError(f"`X` must have {self.n_features_in_} feature columns (as "
+                                 f"at fit); got {X.shape[1]}")
+        scores = X @ self.coef_.T + self.intercept_
+        return scores.ravel() if self.coef_.shape[0] == 1 else scores
+
+    def predict(self, X):
+        """The class of the highest score."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(np.int64)]
+        return self.classes_[np.argmax(scores, axis=1)]
 
 
 @dataclass(frozen=True)
@@ -15,7 +86,7 @@ class OCRSetup:
     ----------
     model : ChainCRF
         The shipped model (trained on the ``train`` split).
-    letter_classifier : sklearn.svm.LinearSVC
+    letter_classifier : LinearDecisionMap
         Unstructured per-letter classifier on the raw pixels, fit on the ``train`` split
         (:func:`fit_letter_classifier`; its scores feed ``phi_no1`` and ``phi_no2``).
     lexicon : Lexicon
@@ -51,11 +122,12 @@ def fit_letter_classifier(train):
 
     A linear SVM (``LinearSVC(C=0.1, dual=False)``; deterministic on one machine, and
     within the solver tolerance across machines) on the 128 raw pixels;
-    its decision scores feed ``phi_no1`` and ``phi_no2``.
+    its decision scores feed ``phi_no1`` and ``phi_no2``. Returns them as a
+    :class:`LinearDecisionMap`, which loads and scores without scikit-learn.
     """
     from sklearn.svm import LinearSVC
 
-    return LinearSVC(C=0.1, dual=False).fit(train.pixels, train.labels)
+    return LinearDecisionMap.from_estimator(LinearSVC(C=0.1, dual=False).fit(train.pixels, train.labels))
 
 
 def ocr_setup(model="ocr_chain_crf", *, refit_letter_classifier=False) -> OCRSetup:

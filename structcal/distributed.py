@@ -1249,7 +1249,7 @@ def _read_sample(file, items):
 
 def _fit_on_pieces(payload, version, pieces, files, inference_options):
     """Worker task: the sampled items in id order, and a clone of the recalibrator fit on them."""
-    from sklearn.base import clone
+    from ._estimator import clone
 
     pa, _, _ = _pyarrow()
     template = _unpack(payload, version)

@@ -15,13 +15,8 @@ import numbers
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.model_selection import KFold
-from sklearn.tree import DecisionTreeRegressor
-from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._estimator import ParamsMixin, check_fitted
 from ._regions import (
     KNNRegionMap, TreeRegionMap, _check_prior, _KDTree, _KNNRegions, _scan_cv_losses,
     _TreeArrays, _TreeRegions,
@@ -63,18 +58,33 @@ def _check_choice(value, name, grid_name):
     return int(value)
 
 
-class _BinaryForecaster(SaveLoadMixin, ClassifierMixin, BaseEstimator):
-    """Shared fit/predict plumbing: two classes (or one, with a warning), probabilities out."""
+class _BinaryForecaster(SaveLoadMixin, ParamsMixin):
+    """Shared fit/predict plumbing: two classes (or one, with a warning), probabilities out.
+
+    A scikit-learn binary classifier by protocol (parameters, tags, ``score``, its input
+    validation) that imports scikit-learn only for what a plain array of numbers does not
+    need: other inputs, error messages, tree growing.
+    """
 
     def _fit_targets(self, X, y):
         _check_rows(X, y)
-        try:
-            X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
-        except ValueError as exc:
-            if isinstance(exc, StructcalError):
-                raise
-            raise ParameterError(str(exc)) from exc
-        y_type = type_of_target(y, input_name="y", raise_unknown=True)
+        fast = _plain_targets(X, y)
+        if fast is not None:
+            X, y = fast
+            self.n_features_in_ = X.shape[1]
+            self.__dict__.pop("feature_names_in_", None)
+            y_type = "binary"
+        else:
+            from sklearn.utils.multiclass import type_of_target
+            from sklearn.utils.validation import validate_data
+
+            try:
+                X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+            except ValueError as exc:
+                if isinstance(exc, StructcalError):
+                    raise
+                raise ParameterError(str(exc)) from exc
+            y_type = type_of_target(y, input_name="y", raise_unknown=True)
         if y_type != "binary":
             raise ValueError(
                 f"Only binary classification is supported: {type(self).__name__} forecasts "
@@ -105,8 +115,8 @@ class _BinaryForecaster(SaveLoadMixin, ClassifierMixin, BaseEstimator):
             Column 1 is the probability of the positive outcome (``classes_[1]``). After a
             fit on a single outcome there is one column of ones.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        check_fitted(self, "classes_")
+        X = self._features(X)
         if self.classes_.shape[0] == 1:
             return np.ones((X.shape[0], 1))
         p = self._positive_probability(X)
@@ -120,13 +130,66 @@ class _BinaryForecaster(SaveLoadMixin, ClassifierMixin, BaseEstimator):
     def to_map(self):
         """The fitted forecaster as arrays (a :class:`KNNRegionMap` or :class:`TreeRegionMap`),
         which forecast the same probabilities without scikit-learn."""
-        check_is_fitted(self)
+        check_fitted(self, "classes_")
         return self._MAP._from_forecaster(self)
 
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of :meth:`predict` on ``X`` against ``y`` (scikit-learn's
+        ``accuracy_score``)."""
+        from sklearn.metrics import accuracy_score
+
+        return accuracy_score(y, self.predict(X), sample_weight=sample_weight)
+
+    def _features(self, X):
+        """``X`` as validated by scikit-learn's ``validate_data(reset=False)``: a plain
+        finite 2-d array of numbers with the fitted width is taken as it is, anything
+        else goes to scikit-learn (its conversions, warnings and error messages)."""
+        if not hasattr(self, "feature_names_in_"):
+            array = _plain_array(X)
+            if array is not None and array.shape[1] == self.n_features_in_:
+                return array
+        from sklearn.utils.validation import validate_data
+
+        return validate_data(self, X, dtype=np.float64, reset=False)
+
     def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags
+
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.estimator_type = "classifier"
+        tags.target_tags.required = True
+        tags.classifier_tags = ClassifierTags(multi_class=False)
         return tags
+
+
+def _plain_array(X):
+    """``X`` as a float64 array when it is a non-empty, finite 2-d array (or list) of real
+    numbers; otherwise None."""
+    if isinstance(X, (list, tuple)):
+        try:
+            X = np.asarray(X)
+        except (ValueError, TypeError):
+            return None
+    if not isinstance(X, np.ndarray) or type(X) is not np.ndarray:
+        return None
+    if X.ndim != 2 or X.dtype.kind not in "biuf" or X.shape[0] == 0 or X.shape[1] == 0:
+        return None
+    X = X.astype(np.float64, copy=False)
+    return X if np.isfinite(X).all() else None
+
+
+def _plain_targets(X, y):
+    """``(X, y)`` when ``X`` is plain (:func:`_plain_array`) and ``y`` a 1-d array of at most
+    two integral numbers, one per row; otherwise None."""
+    X = _plain_array(X)
+    if X is None or type(y) is not np.ndarray or y.ndim != 1 or y.shape[0] != X.shape[0]:
+        return None
+    if y.dtype.kind == "f":
+        if not np.isfinite(y).all() or (y != np.round(y)).any():
+            return None
+    elif y.dtype.kind not in "biu":
+        return None
+    return (X, y) if np.unique(y).shape[0] <= 2 else None
 
 
 class KNNRegionForecaster(_KNNRegions, _BinaryForecaster):
@@ -324,7 +387,7 @@ def _check_rows(X, y):
     own validation, which follows, covers the rest)."""
     if y is None:
         raise ParameterError(f"{_CLASS_Y_NONE}: `y` (one outcome per row of `X`) is required")
-    if sp.issparse(X) or not hasattr(X, "__len__"):
+    if type(X).__module__.startswith("scipy.sparse") or not hasattr(X, "__len__"):
         return
     shape = np.shape(X)
     if len(shape) != 2:
@@ -452,6 +515,8 @@ class TreeRegionForecaster(_TreeRegions, _BinaryForecaster):
         self.random_state = random_state
 
     def _grow(self, X, y, m, seed):
+        from sklearn.tree import DecisionTreeRegressor
+
         tree = DecisionTreeRegressor(min_samples_leaf=int(m), max_depth=self.max_depth, random_state=seed)
         return _TreeArrays(tree.fit(X, y).tree_)
 
@@ -474,6 +539,8 @@ class TreeRegionForecaster(_TreeRegions, _BinaryForecaster):
         n_groups = n if groups is None else int(groups.max()) + 1
         if choice == "cv" and n >= 4 and n_groups >= 2:
             if groups is None:
+                from sklearn.model_selection import KFold
+
                 cv = min(int(self.cv), n)
                 splits = list(KFold(n_splits=cv, shuffle=True, random_state=seed).split(X))
             else:

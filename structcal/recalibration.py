@@ -948,10 +948,10 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
 
     def _base_forecaster(self, seed: int):
         if self.forecaster is None:
-            from .forecasters import KNNRegionForecaster  # scikit-learn: imported on first fit
+            from .forecasters import KNNRegionForecaster
 
             return KNNRegionForecaster(random_state=seed, prior=float(self.prior))
-        from sklearn.base import clone
+        from ._estimator import clone
 
         base = clone(self.forecaster)
         if "random_state" in base.get_params(deep=False) and base.get_params()["random_state"] is None:

@@ -190,3 +190,22 @@ def test_import_compiles_nothing():
                          timeout=600)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_serial_seconds_are_billed_to_the_install_and_buy_the_parallel_copy(tmp_path):
+    # the serial runs of one process are added to the install's bill; a later process
+    # whose bill has reached PARALLEL_COMPILE_SECONDS compiles the parallel copy at once
+    (tmp_path / "policy_kernels.py").write_text(KERNELS)
+    first = _run(tmp_path, threads=2, code=ROUTING, mode="1000")
+    assert first["first"] == [0, 1] and first["second"] == [0, 1]
+    bills = list((tmp_path / "cache").rglob("bills/serial_seconds.policy_kernels.row_sums"))
+    assert len(bills) == 1
+    billed = float(bills[0].read_text())
+    assert billed == pytest.approx(first["serial_seconds"]) and billed > 0
+    bills[0].write_text("1000")  # as if earlier processes had run it serially for long
+    again = _run(tmp_path, threads=2, code=ROUTING, mode="1000")
+    assert again["ok"] and again["first"] == [1, 0] and again["second"] == [1, 0]
+    bills[0].write_text("garbled")  # an unreadable bill counts from 0
+    third = _run(tmp_path, threads=2, code=ROUTING, mode="1000")
+    # the parallel copy is in the disk cache now: it is taken without paying again
+    assert third["ok"] and third["first"] == [1, 0]

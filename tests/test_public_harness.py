@@ -592,6 +592,18 @@ def _region_map_case(forecaster):
     return make
 
 
+def _case_linear_decision_map():
+    from sklearn.svm import LinearSVC
+
+    from structcal.demos import LinearDecisionMap
+
+    r = _rng()
+    X = r.normal(size=(60, 4))
+    m = LinearDecisionMap.from_estimator(LinearSVC(dual=False).fit(X, np.arange(60) % 3))
+    return Case(lambda **a: m.decision_function(a["X"]), {"X": r.normal(size=(10, 4))},
+                {"X": "map"})
+
+
 def _knn_forecaster():
     from structcal.forecasters import KNNRegionForecaster
 
@@ -1261,6 +1273,7 @@ CASES = {
     "structcal.items.split_items": _case_split_items,
     "structcal._regions.KNNRegionMap": _region_map_case(_knn_forecaster),
     "structcal._regions.TreeRegionMap": _region_map_case(_tree_forecaster),
+    "structcal.demos.LinearDecisionMap": _case_linear_decision_map,
     "structcal.guarantees.PrecisionGuarantee": _case_precision_guarantee,
     "structcal.guarantees.MissControl": _case_miss_control,
     "structcal.guarantees.certify_precision": _case_certify_precision,

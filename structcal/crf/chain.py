@@ -16,12 +16,10 @@ import time
 import warnings
 
 import numpy as np
-import scipy.optimize
 import scipy.sparse
-from sklearn.base import BaseEstimator, clone
-from sklearn.utils.validation import check_is_fitted
 
 from .. import io
+from .._estimator import ParamsMixin, check_fitted, clone
 from .._validation import (
     as_float_array,
     as_int_array,
@@ -31,7 +29,8 @@ from .._validation import (
     check_random_state,
     describe,
 )
-from ..exceptions import ConvergenceWarning, ParameterError, ParameterTypeError
+from .. import exceptions
+from ..exceptions import ParameterError, ParameterTypeError
 from ..inference import infer, score_labelings, viterbi
 from ..inference._chain import padded_width, scaled_exponentials
 from ..potentials import ChainPotentials
@@ -308,7 +307,7 @@ def _structured_hinge(layout, theta, Z, offsets, labels, start_end):
 
 
 @io.register(format_version=1)
-class ChainCRF(io.SaveLoadMixin, BaseEstimator):
+class ChainCRF(io.SaveLoadMixin, ParamsMixin):
     r"""Linear-chain CRF with linear unary scores, trained by likelihood or max-margin.
 
     The score of a labeling ``y`` of a chain ``x_1..x_L`` is
@@ -587,6 +586,8 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
                     fun = problem(intermediate_result)[0]
                 print(f"ChainCRF likelihood: iter {state['it']:4d}  objective {fun:.6f}")
 
+        import scipy.optimize  # fitting only
+
         result = scipy.optimize.minimize(
             problem,
             np.zeros(problem.layout.size),
@@ -605,7 +606,7 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
                 f"ChainCRF(method='likelihood') did not converge ({reason}); the largest "
                 f"gradient entry is {np.max(np.abs(result.jac)):.3g} > tol={tol:g}. Increase "
                 "max_iter or alpha.",
-                ConvergenceWarning,
+                exceptions.ConvergenceWarning,  # scikit-learn's class: imported when warning
                 stacklevel=3,
             )
         return result.x, result.nit, converged, result.fun
@@ -666,7 +667,7 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
                 f"ChainCRF(method='max_margin') did not converge: reached max_iter={max_iter} "
                 f"passes with duality gap {gap:.3g} > tol * primal = {tol * primal:.3g}. "
                 "Increase max_iter or alpha.",
-                ConvergenceWarning,
+                exceptions.ConvergenceWarning,  # scikit-learn's class: imported when warning
                 stacklevel=3,
             )
         w = _chain_kernels.averaged_iterate(theta, acc, n_updates) if averaging else theta
@@ -675,7 +676,7 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
     # ------------------------------------------------------------------ prediction
 
     def _potentials_flat(self, X, lengths):
-        check_is_fitted(self, "coef_")
+        check_fitted(self, "coef_")
         flat, offsets, as_list = _sequences_iv(X, lengths)
         Z = self._transform(flat)
         U = np.asarray(Z @ self.coef_.T)
@@ -769,7 +770,7 @@ class ChainCRF(io.SaveLoadMixin, BaseEstimator):
     # ------------------------------------------------------------------ persistence
 
     def _to_state(self):
-        check_is_fitted(self, "coef_")
+        check_fitted(self, "coef_")
         params = self.get_params(deep=False)
         arrays = {
             "coef": self.coef_,

@@ -19,10 +19,9 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from .. import io
+from .._estimator import ParamsMixin, check_fitted
 from .._validation import as_float_array, check_int, describe
 from ..exceptions import ParameterError, ParameterTypeError
 
@@ -61,21 +60,26 @@ def _tokens_iv(X):
     return X
 
 
-def _neighbour_products(X, shape):
-    """Products of horizontally, vertically and diagonally adjacent pixels (row-major)."""
+def _neighbour_products(X, shape, out):
+    """Write the products of horizontally, vertically and diagonally adjacent pixels
+    (row-major) into the columns of ``out``."""
     h, w = shape
-    im = X.reshape(X.shape[0], h, w)
-    parts = (
-        im[:, :, :-1] * im[:, :, 1:],
-        im[:, :-1, :] * im[:, 1:, :],
-        im[:, :-1, :-1] * im[:, 1:, 1:],
-        im[:, :-1, 1:] * im[:, 1:, :-1],
-    )
-    return [p.reshape(X.shape[0], -1) for p in parts]
+    n = X.shape[0]
+    im = X.reshape(n, h, w)
+    col = 0
+    for a, b in (
+        (im[:, :, :-1], im[:, :, 1:]),
+        (im[:, :-1, :], im[:, 1:, :]),
+        (im[:, :-1, :-1], im[:, 1:, 1:]),
+        (im[:, :-1, 1:], im[:, 1:, :-1]),
+    ):
+        width = a.shape[1] * a.shape[2]
+        np.multiply(a, b, out=out[:, col:col + width].reshape(n, a.shape[1], a.shape[2]))
+        col += width
 
 
 @io.register(format_version=1)
-class ImageFeatures(TransformerMixin, BaseEstimator):
+class ImageFeatures(ParamsMixin):
     """Pixels, neighbouring-pixel products and quadratic principal-component features.
 
     Maps each token (a flattened ``height x width`` image) to the concatenation of
@@ -197,6 +201,17 @@ class ImageFeatures(TransformerMixin, BaseEstimator):
             n += h * (w - 1) + (h - 1) * w + 2 * (h - 1) * (w - 1)
         return n + (k + k * (k + 1) // 2 if k else 0)
 
+    def fit_transform(self, X, y=None):
+        """:meth:`fit` to ``X``, then :meth:`transform` it."""
+        return self.fit(X, y).transform(X)
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import TransformerTags
+
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags = TransformerTags()
+        return tags
+
     def transform(self, X):
         """Map tokens to features.
 
@@ -208,7 +223,7 @@ class ImageFeatures(TransformerMixin, BaseEstimator):
         -------
         ndarray of shape ``(n_tokens, n_features_out_)``
         """
-        check_is_fitted(self, "projection_")
+        check_fitted(self, "projection_")
         X = _tokens_iv(X)
         if X.shape[1] != self.n_features_in_:
             raise ParameterError(
@@ -216,20 +231,29 @@ class ImageFeatures(TransformerMixin, BaseEstimator):
                 f"{self.n_features_in_} features as input (as in fit)"
             )
         shape = _image_shape_iv(self.image_shape)
-        parts = [X] if self.pixels else []
+        out = np.empty((X.shape[0], self.n_features_out_))
+        col = 0
+        if self.pixels:
+            out[:, :X.shape[1]] = X
+            col = X.shape[1]
         if self.neighbours:
-            parts += _neighbour_products(X, shape)
+            h, w = shape
+            width = h * (w - 1) + (h - 1) * w + 2 * (h - 1) * (w - 1)
+            _neighbour_products(X, shape, out[:, col:col + width])
+            col += width
         k = self.projection_.shape[1]
         if k:
-            q = (X - self.mean_) @ self.projection_
+            q = out[:, col:col + k]
+            q[:] = (X - self.mean_) @ self.projection_
             iu, ju = np.triu_indices(k)
-            parts += [q, q[:, iu] * q[:, ju] / np.sqrt(k)]
-        return np.ascontiguousarray(np.hstack(parts)) if parts else np.zeros((X.shape[0], 0))
+            products = np.multiply(q[:, iu], q[:, ju], out=out[:, col + k:])
+            products /= np.sqrt(k)
+        return out
 
     # ------------------------------------------------------------------ persistence
 
     def _to_state(self):
-        check_is_fitted(self, "projection_")
+        check_fitted(self, "projection_")
         params = self.get_params()
         if params["image_shape"] is not None:
             params["image_shape"] = list(params["image_shape"])

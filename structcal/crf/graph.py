@@ -10,12 +10,10 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import minimize
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
 
 from .. import io
+from .._estimator import ParamsMixin, check_fitted
 from .._validation import (
     as_float_array,
     as_int_array,
@@ -25,7 +23,8 @@ from .._validation import (
     describe,
 )
 from ..datasets.graphs import GraphDataset
-from ..exceptions import ConvergenceWarning, ParameterError, ParameterTypeError
+from .. import exceptions
+from ..exceptions import ParameterError, ParameterTypeError
 from ..inference.graph import (
     belief_propagation,
     infer,
@@ -385,7 +384,7 @@ def _pl_pairwise_grad(graphs: _Graphs, layout: _Layout, labels, R):
 
 
 @io.register(format_version=1)
-class GraphCRF(io.SaveLoadMixin, BaseEstimator):
+class GraphCRF(io.SaveLoadMixin, ParamsMixin):
     r"""Pairwise graph CRF with linear unary scores and edge-feature pairwise scores.
 
     The score of a labeling ``y`` of a graph with node features ``x_i`` and edge features
@@ -534,7 +533,7 @@ class GraphCRF(io.SaveLoadMixin, BaseEstimator):
         return method, pairwise, alpha, n_states, max_iter, tol, verbose
 
     def _graphs(self, X) -> _Graphs:
-        check_is_fitted(self, "coef_")
+        check_fitted(self, "coef_")
         graphs = _graphs_iv(X)
         if graphs.nodes.shape[1] != self.n_features_in_:
             raise ParameterError(
@@ -633,6 +632,8 @@ class GraphCRF(io.SaveLoadMixin, BaseEstimator):
             if verbose and state["it"] % verbose == 0:
                 print(f"GraphCRF iteration {state['it']}: objective {intermediate_result.fun:.6g}")
 
+        from scipy.optimize import minimize  # fitting only
+
         res = minimize(
             objective,
             np.zeros(layout.size),
@@ -646,7 +647,7 @@ class GraphCRF(io.SaveLoadMixin, BaseEstimator):
             warnings.warn(
                 f"GraphCRF training stopped at max_iter={max_iter} before the gradient fell "
                 f"below tol={tol}; increase max_iter",
-                ConvergenceWarning,
+                exceptions.ConvergenceWarning,  # scikit-learn's class: imported when warning
                 stacklevel=2,
             )
         if state["unconverged"]:
@@ -654,7 +655,7 @@ class GraphCRF(io.SaveLoadMixin, BaseEstimator):
                 f"{method.replace('_', ' ')} did not converge within inference_max_iter="
                 f"{self.inference_max_iter} on {state['unconverged']} training graph(s) at the "
                 "last objective evaluation",
-                ConvergenceWarning,
+                exceptions.ConvergenceWarning,  # scikit-learn's class: imported when warning
                 stacklevel=2,
             )
         W, b, P, w = layout.unpack(res.x)
@@ -782,7 +783,7 @@ class GraphCRF(io.SaveLoadMixin, BaseEstimator):
     # ------------------------------------------------------------------ persistence
 
     def _to_state(self):
-        check_is_fitted(self, "coef_")
+        check_fitted(self, "coef_")
         fitted = {
             "n_states_": self.n_states_,
             "n_features_in_": self.n_features_in_,
