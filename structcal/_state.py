@@ -99,7 +99,7 @@ _REGISTRY: dict[str, tuple[type, int]] = {}
 # one of their classes before the module was imported
 _REGISTERING_MODULES = {
     "ChainCRF": "structcal.crf",
-    "GraphCRF": "structcal.crf",
+    "GraphCRF": "structcal.crf.graph",
     "ImageFeatures": "structcal.crf",
     "OnlineRecalibrator": "structcal.online",
 }

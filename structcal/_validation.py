@@ -31,6 +31,15 @@ __all__ = [
 ]
 
 
+def issparse(x) -> bool:
+    """``scipy.sparse.issparse(x)``, without importing SciPy's sparse module: nothing can
+    be a sparse matrix before that module is imported."""
+    import sys
+
+    module = sys.modules.get("scipy.sparse")
+    return module is not None and module.issparse(x)
+
+
 def describe(value) -> str:
     """Short description of ``value`` for error messages."""
     if isinstance(value, np.ndarray):

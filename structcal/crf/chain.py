@@ -16,9 +16,8 @@ import time
 import warnings
 
 import numpy as np
-import scipy.sparse
 
-from .. import io
+from .. import exceptions, io
 from .._estimator import ParamsMixin, check_fitted, clone
 from .._validation import (
     as_float_array,
@@ -28,8 +27,8 @@ from .._validation import (
     check_option,
     check_random_state,
     describe,
+    issparse,
 )
-from .. import exceptions
 from ..exceptions import ParameterError, ParameterTypeError
 from ..inference import infer, score_labelings, viterbi
 from ..inference._chain import padded_width, scaled_exponentials
@@ -65,6 +64,8 @@ def _sparse_iv(x, name):
         or x.dtype == np.bool_
     ):
         raise ParameterTypeError(f"`{name}` must hold real numbers; got dtype {x.dtype}")
+    import scipy.sparse
+
     x = scipy.sparse.csr_matrix(x, dtype=np.float64, copy=True)
     x.sum_duplicates()  # also sorts the indices
     if not np.isfinite(x.data).all():
@@ -87,10 +88,10 @@ def _sequences_iv(X, lengths, name="X"):
             )
         if len(X) == 0:
             raise ParameterError(f"`{name}` must hold at least one chain; got an empty list")
-        sparse = any(scipy.sparse.issparse(x) for x in X)
+        sparse = any(issparse(x) for x in X)
         parts = []
         for c, x in enumerate(X):
-            if scipy.sparse.issparse(x):
+            if issparse(x):
                 x = _sparse_iv(x, f"{name}[{c}]")
             else:
                 x = as_float_array(x, f"{name}[{c}]", ndim=2)
@@ -101,6 +102,8 @@ def _sequences_iv(X, lengths, name="X"):
                 )
             parts.append(x)
         if sparse:
+            import scipy.sparse
+
             flat = scipy.sparse.vstack(parts, format="csr", dtype=np.float64)
             flat.sum_duplicates()
         else:
@@ -108,7 +111,7 @@ def _sequences_iv(X, lengths, name="X"):
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         np.cumsum([p.shape[0] for p in parts], out=offsets[1:])
         return flat, offsets, True
-    if scipy.sparse.issparse(X):
+    if issparse(X):
         flat = _sparse_iv(X, name)
     elif not isinstance(X, np.ndarray) and not hasattr(X, "__array__"):
         raise ParameterTypeError(
@@ -167,7 +170,7 @@ def _labels_iv(y, offsets, n_states=None):
 
 def _kernel_tokens(Z):
     """``(X, data, indices, indptr, sparse)``: token features as the max-margin kernels take them."""
-    if scipy.sparse.issparse(Z):
+    if issparse(Z):
         return (
             np.empty((0, Z.shape[1])), np.ascontiguousarray(Z.data, dtype=np.float64),
             np.ascontiguousarray(Z.indices, dtype=np.int64),
@@ -208,7 +211,7 @@ class _Likelihood:
         self.Z, self.offsets, self.labels = Z, offsets, labels
         # sparse features: products with Z^T go through its CSR transpose (made once), so
         # nothing of size n_tokens x n_features is ever dense
-        self.Zt = Z.T.tocsr() if scipy.sparse.issparse(Z) else None
+        self.Zt = Z.T.tocsr() if issparse(Z) else None
         self.layout = _Layout(n_states, Z.shape[1])
         self.alpha, self.start_end = alpha, start_end
         K = n_states
@@ -500,7 +503,7 @@ class ChainCRF(io.SaveLoadMixin, ParamsMixin):
             )
         if self.features_ is None:
             return flat
-        if scipy.sparse.issparse(flat):
+        if issparse(flat):
             raise ParameterTypeError(
                 f"the feature map {type(self.features_).__name__} takes dense tokens; got a "
                 "sparse matrix (pass features=None to use sparse token features as they are)"
@@ -540,7 +543,7 @@ class ChainCRF(io.SaveLoadMixin, ParamsMixin):
             )
         K = n_states if n_states is not None else int(labels.max()) + 1
         self.n_features_in_ = flat.shape[1]
-        if self.features is not None and scipy.sparse.issparse(flat):
+        if self.features is not None and issparse(flat):
             raise ParameterTypeError(
                 f"the feature map {type(self.features).__name__} takes dense tokens; got a "
                 "sparse matrix (pass features=None to use sparse token features as they are)"

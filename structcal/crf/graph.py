@@ -10,9 +10,10 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from .. import io
+from .. import exceptions, io
 from .._estimator import ParamsMixin, check_fitted
 from .._validation import (
     as_float_array,
@@ -23,7 +24,6 @@ from .._validation import (
     describe,
 )
 from ..datasets.graphs import GraphDataset
-from .. import exceptions
 from ..exceptions import ParameterError, ParameterTypeError
 from ..inference.graph import (
     belief_propagation,
@@ -631,8 +631,6 @@ class GraphCRF(io.SaveLoadMixin, ParamsMixin):
             state["it"] += 1
             if verbose and state["it"] % verbose == 0:
                 print(f"GraphCRF iteration {state['it']}: objective {intermediate_result.fun:.6g}")
-
-        from scipy.optimize import minimize  # fitting only
 
         res = minimize(
             objective,
