@@ -27,7 +27,9 @@ FUZZED = "tests/test_fuzz_inputs.py (property-based, any arrays)"
 CLI = "tests/test_cli.py and tests/test_cli_commands.py (files and flags)"
 LOADER = "dataset loaders and demos: no data arguments (tests/test_*datasets*, test_demos.py)"
 RESULT = "a result or container built by the library, not by users"
-PENDING = "not yet in the harness: tested by its module's own tests only"
+SPACY = ("spaCy docs and pipelines, not arrays: tests/test_spacy.py::test_bad_inputs, "
+         "test_span_scores_outside_zero_one_are_refused_not_clipped and "
+         "test_component_options_are_checked (which skip without spaCy)")
 FILES = ("saved files and bytes: tests/test_io.py and tests/test_loader_tampering.py "
          "(damaged, hostile and fuzzed saved forms, each refused naming the problem)")
 PLOTS = ("result objects, not arrays: tests/test_cli.py::"
@@ -49,10 +51,10 @@ OUTSIDE_THE_HARNESS = {
         "a dict, not arrays: tests/test_hf_offline.py::"
         "test_hf_tag_names_reads_id2label_or_names_what_is_wrong"),
     'structcal.adapters.instances.MapObjects': RESULT,
-    'structcal.adapters.spacy_ner.EntityConfidence': PENDING,
+    'structcal.adapters.spacy_ner.EntityConfidence': SPACY,
     'structcal.adapters.spacy_ner.SpacyEntities': RESULT,
-    'structcal.adapters.spacy_ner.make_structcal_component': PENDING,
-    'structcal.adapters.spacy_ner.spacy_entity_events': PENDING,
+    'structcal.adapters.spacy_ner.make_structcal_component': SPACY,
+    'structcal.adapters.spacy_ner.spacy_entity_events': SPACY,
     'structcal.adapters.tagging.Chunks': RESULT,
     'structcal.calibrators.binning.BinnedMap': FUZZED,
     'structcal.calibrators.binning.HistogramBinning': FUZZED,

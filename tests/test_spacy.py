@@ -173,6 +173,19 @@ def test_span_categorizer_scores():
     assert ents.label_names == ("LOC", "PER")
 
 
+@pytest.mark.parametrize("bad", [1.7, -0.1, float("nan")])
+def test_span_scores_outside_zero_one_are_refused_not_clipped(bad):
+    nlp = spacy.blank("en")
+    doc = nlp("Ada Lovelace met Charles Babbage")
+    spans = [Span(doc, 0, 2, label="PER"), Span(doc, 3, 5, label="PER")]
+    doc.spans["sc"] = SpanGroup(doc, name="sc", spans=spans, attrs={"scores": [0.9, bad]})
+    with pytest.raises(ParameterError, match="probabilities in \\[0, 1\\]"):
+        spacy_entity_events([doc], spans_key="sc")
+    # a probability a hair above 1 (rounding in a sum) is 1
+    doc.spans["sc"] = SpanGroup(doc, name="sc", spans=spans, attrs={"scores": [0.9, 1 + 1e-12]})
+    assert spacy_entity_events([doc], spans_key="sc").table.raw.tolist() == [0.9, 1.0]
+
+
 def test_bad_inputs(trained):
     nlp, ner, pred, gold = trained
     greedy = spacy.blank("en").add_pipe("ner")
@@ -185,3 +198,35 @@ def test_bad_inputs(trained):
     with pytest.raises(ParameterError, match="candidates"):
         spacy_entity_events(pred[:2], ner=ner, candidates="all")
     assert len(spacy_entity_events([], ner=ner)) == 0
+    # what is not a Doc, named
+    with pytest.raises(ParameterTypeError, match=r"`docs\[1\]` must be a spaCy Doc"):
+        spacy_entity_events([pred[0], "a sentence"], ner=ner)
+    with pytest.raises(ParameterTypeError, match="`docs` must be a sequence"):
+        spacy_entity_events("a sentence", ner=ner)
+    # min_score: a probability, not NaN (which kept nothing)
+    for bad in (float("nan"), 1.5, -1.0):
+        with pytest.raises(ParameterError, match="min_score"):
+            spacy_entity_events(pred[:2], ner=ner, candidates="beam", min_score=bad)
+    # labels: names, once each (a repeated name took the first's features)
+    with pytest.raises(ParameterError, match="repeat"):
+        spacy_entity_events(pred[:2], ner=ner, labels=list(ner.labels) + [ner.labels[0]])
+    with pytest.raises(ParameterError, match="non-empty label names"):
+        spacy_entity_events(pred[:2], ner=ner, labels=[1, 2])
+    # gold spans: integer offsets inside the doc, str labels (1.7 was read as 1)
+    n0 = len(pred[0])
+    for bad in ([(0, 1.7, "PER")], [(0, n0 + 1, "PER")], [(2, 1, "PER")], [(0, 1, 5)],
+                [(0, 1)], 5):
+        with pytest.raises(ParameterError, match=r"`gold\[0\]`"):
+            spacy_entity_events(pred[:1], ner=ner, gold=[bad])
+    with pytest.raises(ParameterError, match="tokens but doc 0 has"):
+        spacy_entity_events(pred[:1], ner=ner, gold=[gold[1] if len(gold[1]) != n0 else gold[2]])
+
+
+def test_component_options_are_checked():
+    from structcal.adapters.spacy_ner import EntityConfidence, make_structcal_component
+
+    nlp = spacy.blank("en")
+    with pytest.raises(ParameterTypeError, match="`drop_rejected` must be True or False"):
+        EntityConfidence(nlp, "structcal", drop_rejected="yes")
+    with pytest.raises(ParameterError, match="`drop_rejected` needs a `guarantee`"):
+        make_structcal_component(nlp, "structcal", None, "beam_ner", None, None, True, None)

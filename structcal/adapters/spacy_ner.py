@@ -82,14 +82,37 @@ def _beam_scores(ner, docs):
     return [dict(s) for s in ner.scored_ents(ner.predict(docs))]
 
 
-def _gold_spans(g, j):
+def _gold_spans(g, j, n_tokens):
     if hasattr(g, "ents"):
+        if len(g) != n_tokens:
+            raise ParameterError(f"`gold[{j}]` has {len(g)} tokens but doc {j} has {n_tokens}")
         return {(e.start, e.end, e.label_) for e in g.ents}
+    what = (f"`gold[{j}]` must be a Doc or a list of (start, end, label) token spans with "
+            f"integer offsets 0 <= start < end <= {n_tokens} (the doc's length) and a str "
+            "label")
     try:
-        return {(int(s), int(e), str(lab)) for s, e, lab in g}
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(f"`gold[{j}]` must be a Doc or a list of (start, end, label) "
-                             "token spans") from exc
+        spans = [tuple(x) for x in g]
+    except TypeError as exc:
+        raise ParameterError(f"{what}; got {type(g).__name__}") from exc
+    out = set()
+    for x in spans:
+        if (len(x) != 3 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                   for v in x[:2])
+                or not isinstance(x[2], str) or not 0 <= x[0] < x[1] <= n_tokens):
+            raise ParameterError(f"{what}; got {x!r}")
+        out.add((int(x[0]), int(x[1]), x[2]))
+    return out
+
+
+def _check_scores(scores, where):
+    """Scores as floats in [0, 1]: a probability a hair above 1 (rounding in the beam's
+    sums) is taken as 1; anything else outside, or NaN, is refused."""
+    scores = np.asarray(scores, dtype=np.float64)
+    bad = ~((scores >= 0.0) & (scores <= 1.0 + 1e-9))
+    if bad.any():
+        raise ParameterError(f"{where}: scores must be probabilities in [0, 1]; got "
+                             f"{scores[bad][0]!r}")
+    return np.minimum(scores, 1.0)
 
 
 def spacy_entity_events(docs, *, ner=None, spans_key=None, gold=None, candidates="predicted",
@@ -107,12 +130,14 @@ def spacy_entity_events(docs, *, ner=None, spans_key=None, gold=None, candidates
         Instead of ``ner``: a span categorizer's spans ``doc.spans[spans_key]`` with their
         ``attrs["scores"]``.
     gold : sequence of Doc or of lists of (start, end, label), optional
-        The gold entities of each doc (token offsets), for the outcomes.
+        The gold entities of each doc (integer token offsets within the doc, ``end``
+        exclusive; str labels), for the outcomes.
     candidates : {"predicted", "beam"}, default="predicted"
         With ``ner``: the entities of ``doc.ents`` (those the beam scores), or every
         candidate of the beam with a score above ``min_score`` (for decisions about
         entities the best parse left out).
-    min_score : float, default=0.0
+    min_score : float in [0, 1], default=0.0
+        With ``candidates="beam"``: keep the candidates scored above it.
     labels : sequence of str, optional
         The labels in feature order (default: ``ner.labels``, or the sorted labels seen);
         give the same list when fitting and predicting.
@@ -123,8 +148,18 @@ def spacy_entity_events(docs, *, ner=None, spans_key=None, gold=None, candidates
     SpacyEntities
     """
     from ..events.external import external_events
+    from .._validation import check_float, describe
 
+    _spacy()
+    from spacy.tokens import Doc
+
+    if isinstance(docs, (str, bytes)) or not hasattr(docs, "__iter__"):
+        raise ParameterTypeError(f"`docs` must be a sequence of spaCy Docs; got {describe(docs)}")
     docs = list(docs)
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, Doc):
+            raise ParameterTypeError(f"`docs[{i}]` must be a spaCy Doc; got {describe(doc)}")
+    min_score = check_float(min_score, "min_score", low=0.0, high=1.0)
     if (ner is None) == (spans_key is None):
         raise ParameterError("give exactly one source of scores: `ner` (a beam NER) or "
                              "`spans_key` (a span categorizer's spans)")
@@ -144,9 +179,11 @@ def spacy_entity_events(docs, *, ner=None, spans_key=None, gold=None, candidates
                 for e in doc.ents:
                     s = scores.get((e.start, e.end, e.label_))
                     if s is not None:
+                        s = float(_check_scores(s, f"the beam's score of doc {i}"))
                         rows.append((i, e.start, e.end, e.label_, s))
             else:
                 for (s0, s1, lab), s in sorted(scores.items()):
+                    s = float(_check_scores(s, f"the beam's score of doc {i}"))
                     if s > min_score:
                         rows.append((i, s0, s1, lab, s))
     else:
@@ -158,12 +195,18 @@ def spacy_entity_events(docs, *, ner=None, spans_key=None, gold=None, candidates
             if scores is None or len(scores) != len(group):
                 raise ParameterError(f"doc {i}: spans {spans_key!r} carry no 'scores' attribute "
                                      "(a span categorizer writes one)")
-            for sp, s in zip(group, np.asarray(scores, dtype=np.float64).tolist()):
+            scores = _check_scores(scores, f"doc {i}, spans {spans_key!r}")
+            for sp, s in zip(group, scores.tolist()):
                 rows.append((i, sp.start, sp.end, sp.label_, s))
     if labels is None:
         labels = (tuple(ner.labels) if ner is not None and getattr(ner, "labels", None)
                   else tuple(sorted({r[3] for r in rows})))
-    labels = tuple(str(x) for x in labels)
+    if isinstance(labels, str) or not all(isinstance(x, str) and x for x in labels):
+        raise ParameterError(f"`labels` must be a sequence of non-empty label names; got "
+                             f"{labels!r}")
+    labels = tuple(labels)
+    if len(set(labels)) != len(labels):
+        raise ParameterError(f"`labels` must not repeat a name; got {list(labels)}")
     unknown = sorted({r[3] for r in rows} - set(labels))
     if unknown:
         raise ParameterError(f"entities of labels {unknown} not in `labels` {list(labels)}")
@@ -172,13 +215,13 @@ def spacy_entity_events(docs, *, ner=None, spans_key=None, gold=None, candidates
     start = np.array([r[1] for r in rows], dtype=np.int64)
     end = np.array([r[2] for r in rows], dtype=np.int64)
     lab = np.array([labels.index(r[3]) for r in rows], dtype=np.int64)
-    raw = np.clip(np.array([r[4] for r in rows], dtype=np.float64), 0.0, 1.0)
+    raw = np.array([r[4] for r in rows], dtype=np.float64)
     features = {"length": (end - start).astype(np.float64)}
     for k, name in enumerate(labels):
         features[f"type={name}"] = (lab == k).astype(np.float64)
     outcome = None
     if gold is not None:
-        gsets = [_gold_spans(g, j) for j, g in enumerate(gold)]
+        gsets = [_gold_spans(g, j, len(docs[j])) for j, g in enumerate(gold)]
         outcome = np.array([(r[1], r[2], r[3]) in gsets[r[0]] for r in rows], dtype=bool)
     members = [np.arange(s0, s1) for s0, s1 in zip(start.tolist(), end.tolist())]
     table = external_events(doc_i, kind=kind, raw=raw, features=features, outcome=outcome,
@@ -216,6 +259,8 @@ class EntityConfidence:
         self.ner_name, self.spans_key = (None if spans_key else ner), spans_key
         # not `labels`: spaCy reads a component's `labels` as the labels it predicts
         self.label_order = None if labels is None else [str(x) for x in labels]
+        if not isinstance(drop_rejected, (bool, np.bool_)):
+            raise ParameterTypeError(f"`drop_rejected` must be True or False; got {drop_rejected!r}")
         self.drop_rejected = bool(drop_rejected)
         self.recalibrator = self.guarantee = None
         if recalibrator:
