@@ -294,14 +294,14 @@ class BatchKernel:
         out = self.serial(*args)
         if len(self.serial.overloads) == n_overloads:  # a run, not a compilation
             seconds = time.perf_counter() - t0
-            self.serial_seconds = _tier._bill(seconds, self._bill_name) + seconds
+            self.serial_seconds = _tier.bill(seconds, self._bill_name) + seconds
         return out
 
     def _use_parallel(self, args):
         """Whether this call should run (and if need be compile) the parallel copy."""
         if not self._bill_read:
             self._bill_read = True
-            self.serial_seconds = max(self.serial_seconds, _tier._bill(0.0, self._bill_name))
+            self.serial_seconds = max(self.serial_seconds, _tier.bill(0.0, self._bill_name))
         if self.serial_seconds >= PARALLEL_COMPILE_SECONDS:
             return True
         dispatcher = self.parallel.dispatcher

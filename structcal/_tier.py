@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["SMALL_WORK", "LARGE_WORK", "numpy_tier", "kernel_compiled", "forced_tier", "LazyModule"]
+__all__ = ["SMALL_WORK", "LARGE_WORK", "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
@@ -64,10 +64,10 @@ def numpy_tier(work, kernel: str | None = None) -> bool:
         return True
     if kernel is None or work > LARGE_WORK or kernel_compiled(kernel):
         return False
-    return _bill(work * SECONDS_PER_STEP) < RENT_SECONDS
+    return bill(work * SECONDS_PER_STEP) < RENT_SECONDS
 
 
-def _bill(seconds: float, name: str = "numpy_rent_seconds") -> float:
+def bill(seconds: float, name: str = "numpy_rent_seconds") -> float:
     """Add ``seconds`` to this install's bill ``name`` (a file in its cache folder) and
     return the bill before them; a bill that cannot be read counts from 0, and 0 seconds
     only read it."""

@@ -22,7 +22,7 @@ from ._regions import (
     _TreeArrays, _TreeRegions,
 )
 from ._tier import numpy_tier
-from ._validation import as_ids, check_random_state
+from ._validation import as_ids, check_random_state, issparse
 from .exceptions import ParameterError, StructcalError
 from .io import SaveLoadMixin
 
@@ -170,7 +170,7 @@ def _plain_array(X):
             X = np.asarray(X)
         except (ValueError, TypeError):
             return None
-    if not isinstance(X, np.ndarray) or type(X) is not np.ndarray:
+    if type(X) is not np.ndarray:  # subclasses (memmaps, matrices) take scikit-learn's path
         return None
     if X.ndim != 2 or X.dtype.kind not in "biuf" or X.shape[0] == 0 or X.shape[1] == 0:
         return None
@@ -387,7 +387,7 @@ def _check_rows(X, y):
     own validation, which follows, covers the rest)."""
     if y is None:
         raise ParameterError(f"{_CLASS_Y_NONE}: `y` (one outcome per row of `X`) is required")
-    if type(X).__module__.startswith("scipy.sparse") or not hasattr(X, "__len__"):
+    if issparse(X) or not hasattr(X, "__len__"):
         return
     shape = np.shape(X)
     if len(shape) != 2:

@@ -355,3 +355,35 @@ def test_knn_subsample_choice_and_lazy_tree():
     np.testing.assert_array_equal(f.predict_proba(Q), before)
     with pytest.raises(ValueError, match="`cv_max_samples` must be None or an integer >= 2"):
         KNNRegionForecaster(cv_max_samples=1).fit(X, y)
+
+
+@pytest.mark.parametrize("Forecaster", [KNNRegionForecaster, TreeRegionForecaster])
+def test_plain_arrays_and_scikit_learns_validation_give_the_same_fit(tmp_path, Forecaster):
+    """A plain array of numbers skips scikit-learn's validation; anything else goes
+    through it (here a list of outcomes and a memory-mapped X): the same fit and
+    forecasts either way, and the same errors for what does not fit."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = rng.random(300) < 0.5 + 0.3 * np.tanh(X[:, 0])
+    kw = {"k_grid": [5, 20, 50]} if Forecaster is KNNRegionForecaster else {"leaf_grid": [5, 20, 50]}
+    fast = Forecaster(random_state=0, **kw).fit(X, y.astype(int))
+    slow = Forecaster(random_state=0, **kw).fit(X, y.astype(int).tolist())
+    mm = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=np.float64, shape=X.shape)
+    mm[:] = X
+    for a, b in [(fast.predict_proba(X), slow.predict_proba(X)),
+                 (fast.predict_proba(X), fast.predict_proba(mm)),
+                 (fast.predict_proba(X.tolist()), slow.predict_proba(mm))]:
+        np.testing.assert_array_equal(a, b)
+    assert fast.n_features_in_ == slow.n_features_in_ == 3
+    assert np.array_equal(fast.classes_, slow.classes_)
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    for model in (fast, slow):
+        with pytest.raises(ValueError, match="NaN"):
+            model.predict_proba(bad)
+        with pytest.raises(ValueError, match="3 features"):
+            model.predict_proba(X[:, :2])
+    with pytest.raises(ValueError, match="binary"):
+        Forecaster(**kw).fit(X, np.arange(300) % 3)
+    with pytest.raises(ValueError, match="binary"):
+        Forecaster(**kw).fit(X, rng.random(300))
