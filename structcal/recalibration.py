@@ -709,10 +709,13 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         raw probability or any feature, whichever the map reads) gets its map refit on the
         recalibration events weighted by the density ratio of the batch to them
         (:func:`structcal.shift.density_ratio`, over all the kind's columns): isotonic
-        regression of the outcome on the raw probability with those weights; where the
+        regression of the outcome on the raw probability with those weights, flattened
+        to the power ``ADAPT_WEIGHT_POWER`` (0.5; Shimodaira, 2000: less variance from a
+        few heavy events for some bias back toward the recalibration data); where the
         weights collapse (effective number of groups below ``MIN_EFFECTIVE_GROUPS`` or
-        ``MIN_EFFECTIVE_SHARE`` of the groups, or the batch mostly outside the
-        recalibration data, coverage below ``MIN_COVERAGE``) the kind falls back as under ``'fallback'``, and the batch's
+        ``MIN_EFFECTIVE_SHARE`` of the groups, or too much of the batch outside the
+        recalibration data, coverage below ``MIN_COVERAGE``) the kind falls back as
+        under ``'fallback'``, and the batch's
         ``CalibratedEvents.adaptation`` says which kinds did and why. ``'fallback'``
         replaces the fitted map of the kinds whose map reads a shifted column by the simplest map whose input did not shift
         (the forecaster, which reads the features, by isotonic regression on the raw
@@ -1502,9 +1505,12 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     #: falls back instead (the weights have collapsed onto a few groups)
     MIN_EFFECTIVE_GROUPS = 5
     MIN_EFFECTIVE_SHARE = 0.1
-    #: ... or whose batch lies mostly outside the recalibration events' support
+    #: ... or whose batch lies too much outside the recalibration events' support
     #: (:attr:`structcal.shift.DensityRatio.coverage` below this)
-    MIN_COVERAGE = 0.5
+    MIN_COVERAGE = 0.6
+    #: the density ratios are raised to this power before the adapted map is refit
+    #: (flattened importance weights: 1 is the plain ratio, 0 no weighting)
+    ADAPT_WEIGHT_POWER = 0.5
 
     def _shift_decision(self, test, rows_by_key: dict, has_raw: dict):
         """What a flagged batch changes: ``(fallback, adapted)``.
@@ -1549,7 +1555,8 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             ok = dr.effective_groups >= need and dr.coverage >= self.MIN_COVERAGE
             info["n_reference_groups"] = n_groups
             if ok and 0 < y.sum() < y.shape[0]:
-                model = _fit_isotonic(ref[:, j], y, float(self.prior), dr.weights)
+                w = dr.weights ** self.ADAPT_WEIGHT_POWER
+                model = _fit_isotonic(ref[:, j], y, float(self.prior), w / w.mean())
             if model is None:
                 info["reason"] = (
                     f"the weights collapsed: {dr.effective_groups:.1f} effective groups of "
