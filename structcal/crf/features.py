@@ -74,7 +74,9 @@ def _neighbour_products(X, shape, out):
         (im[:, :-1, 1:], im[:, 1:, :-1]),
     ):
         width = a.shape[1] * a.shape[2]
-        np.multiply(a, b, out=out[:, col:col + width].reshape(n, a.shape[1], a.shape[2]))
+        block = out[:, col:col + width].view()
+        block.shape = a.shape  # a view of `out` (setting the shape never copies)
+        np.multiply(a, b, out=block)
         col += width
 
 
