@@ -14,10 +14,10 @@ Dice and object F1 (objects matched at IoU >= 0.5).
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
+from ._estimator import ParamsMixin
 from ._validation import as_float_array, check_float, check_int, describe
-from .exceptions import NotFittedError, ParameterError, ParameterTypeError
+from .exceptions import ParameterError, ParameterTypeError
 from .potentials import GraphPotentials, grid_edges
 from .potentials.grid import check_connectivity
 
@@ -128,7 +128,7 @@ def contrast_weights(images, connectivity: int = 4) -> list:
     return out
 
 
-class PixelCRFSegmenter(BaseEstimator):
+class PixelCRFSegmenter(ParamsMixin):
     """Binary pixel segmentation: logistic-regression unaries + contrast-sensitive Potts grid CRF.
 
     Parameters
@@ -191,6 +191,8 @@ class PixelCRFSegmenter(BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
+            from .exceptions import NotFittedError  # scikit-learn's class: imported when raised
+
             raise NotFittedError("this PixelCRFSegmenter is not fitted yet: call fit first")
 
     def unary(self, images) -> list:

@@ -430,3 +430,31 @@ def test_object_table_refuses_what_is_not_a_prediction():
         object_table(None)
     with pytest.raises(ParameterTypeError, match="kind"):
         object_table(_pred([np.zeros((3, 3), dtype=np.int64)]), kind=3)
+
+
+def test_a_saved_segmenter_predicts_without_sklearn(tmp_path):
+    """Fitting uses scikit-learn's logistic regression; a saved segmenter loads and scores
+    pixels from its coefficients alone, in a fresh process, with the same numbers."""
+    import subprocess
+    import sys
+
+    from structcal.datasets import load_bbbc039
+    from structcal.io import save
+    from structcal.segmentation import PixelCRFSegmenter
+
+    d = load_bbbc039("train").subset(np.arange(2))
+    x = d.images / 255.0
+    model = PixelCRFSegmenter(max_pixels=5000).fit(x, d.masks)
+    save(model, tmp_path / "seg")
+    np.save(tmp_path / "x.npy", x[:1])
+    np.save(tmp_path / "want.npy", model.unary(x[:1])[0])
+    code = (
+        "import sys, numpy as np\n"
+        "from structcal.io import load\n"
+        f"m = load({str(tmp_path / 'seg')!r})\n"
+        f"u = m.unary(np.load({str(tmp_path / 'x.npy')!r}))[0]\n"
+        f"assert np.array_equal(u, np.load({str(tmp_path / 'want.npy')!r}))\n"
+        "print(sorted(k for k in ('sklearn', 'scipy.stats') if k in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
