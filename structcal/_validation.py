@@ -10,6 +10,7 @@ these return.
 from __future__ import annotations
 
 import numbers
+import sys
 
 import numpy as np
 
@@ -34,8 +35,6 @@ __all__ = [
 def issparse(x) -> bool:
     """``scipy.sparse.issparse(x)``, without importing SciPy's sparse module: nothing can
     be a sparse matrix before that module is imported."""
-    import sys
-
     module = sys.modules.get("scipy.sparse")
     return module is not None and module.issparse(x)
 

@@ -30,7 +30,7 @@ class LinearDecisionMap(SaveLoadMixin, ParamsMixin):
     def from_estimator(cls, estimator):
         """The decision map of a fitted linear classifier (``coef_``, ``intercept_``,
         ``classes_``), e.g. ``sklearn.svm.LinearSVC``."""
-        from ._validation import as_float_array, describe
+        from ._validation import as_float_array, as_ids, describe
         from .exceptions import ParameterTypeError
 
         if not all(hasattr(estimator, a) for a in ("coef_", "intercept_", "classes_")):
@@ -43,7 +43,9 @@ class LinearDecisionMap(SaveLoadMixin, ParamsMixin):
         out.intercept_ = as_float_array(
             np.ravel(estimator.intercept_), "estimator.intercept_", shape=(out.coef_.shape[0],)
         )
-        out.classes_ = np.asarray(estimator.classes_)
+        rows = out.coef_.shape[0]
+        out.classes_ = as_ids(estimator.classes_, "estimator.classes_", 2 if rows == 1 else rows,
+                              "one class per row of coef_ (two for one row)", unique=True)
         out.n_features_in_ = int(out.coef_.shape[1])
         return out
 

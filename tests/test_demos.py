@@ -64,6 +64,13 @@ def test_linear_decision_map_scores_as_the_classifier_does(tmp_path, n_classes):
         m.decision_function(test[:, :4])
     with pytest.raises(ParameterTypeError, match="`estimator` must be a fitted linear"):
         LinearDecisionMap.from_estimator(LinearSVC())
+    # classes that do not match the rows of coef_, or repeat, would pick wrong labels
+    from types import SimpleNamespace
+
+    for classes in (["a", "b", "c", "d"], ["a", "a", "b"][:n_classes + (n_classes == 2)]):
+        bad = SimpleNamespace(coef_=svm.coef_, intercept_=svm.intercept_, classes_=classes)
+        with pytest.raises(ParameterError, match="estimator.classes_"):
+            LinearDecisionMap.from_estimator(bad)
 
 
 def test_loading_the_ocr_setup_and_scoring_imports_no_sklearn():

@@ -175,15 +175,15 @@ def spacy_entity_events(docs, *, ner=None, spans_key=None, gold=None, candidates
     rows = []  # (doc, start, end, label, score)
     if ner is not None:
         for i, (doc, scores) in enumerate(zip(docs, _beam_scores(ner, docs))):
+            checked = _check_scores(list(scores.values()), f"the beam's scores of doc {i}")
+            scores = dict(zip(scores, checked.tolist()))
             if candidates == "predicted":
                 for e in doc.ents:
                     s = scores.get((e.start, e.end, e.label_))
                     if s is not None:
-                        s = float(_check_scores(s, f"the beam's score of doc {i}"))
                         rows.append((i, e.start, e.end, e.label_, s))
             else:
                 for (s0, s1, lab), s in sorted(scores.items()):
-                    s = float(_check_scores(s, f"the beam's score of doc {i}"))
                     if s > min_score:
                         rows.append((i, s0, s1, lab, s))
     else:

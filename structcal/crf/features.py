@@ -62,7 +62,7 @@ def _tokens_iv(X):
 
 def _neighbour_products(X, shape, out):
     """Write the products of horizontally, vertically and diagonally adjacent pixels
-    (row-major) into the columns of ``out``."""
+    (row-major) into the first columns of ``out``; return how many."""
     h, w = shape
     n = X.shape[0]
     im = X.reshape(n, h, w)
@@ -78,6 +78,7 @@ def _neighbour_products(X, shape, out):
         block.shape = a.shape  # a view of `out` (setting the shape never copies)
         np.multiply(a, b, out=block)
         col += width
+    return col
 
 
 @io.register(format_version=1)
@@ -239,10 +240,7 @@ class ImageFeatures(ParamsMixin):
             out[:, :X.shape[1]] = X
             col = X.shape[1]
         if self.neighbours:
-            h, w = shape
-            width = h * (w - 1) + (h - 1) * w + 2 * (h - 1) * (w - 1)
-            _neighbour_products(X, shape, out[:, col:col + width])
-            col += width
+            col += _neighbour_products(X, shape, out[:, col:])
         k = self.projection_.shape[1]
         if k:
             q = out[:, col:col + k]
