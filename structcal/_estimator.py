@@ -18,12 +18,17 @@ import inspect
 
 from .exceptions import ParameterError
 
-__all__ = ["ParamsMixin", "check_fitted", "clone"]
+__all__ = ["ClassifierParamsMixin", "ParamsMixin", "check_fitted", "clone"]
 
 
-def check_fitted(estimator, attribute):
-    """Raise ``NotFittedError`` (scikit-learn's class) unless ``estimator`` has ``attribute``."""
-    if not hasattr(estimator, attribute):
+def check_fitted(estimator, attribute=None):
+    """Raise ``NotFittedError`` (scikit-learn's class) unless ``estimator`` has
+    ``attribute`` (by default, as ``check_is_fitted``: any attribute ending in ``_``)."""
+    if attribute is None:
+        fitted = any(v.endswith("_") and not v.startswith("__") for v in vars(estimator))
+    else:
+        fitted = hasattr(estimator, attribute)
+    if not fitted:
         from .exceptions import NotFittedError
 
         raise NotFittedError(
@@ -135,3 +140,35 @@ class ParamsMixin:
             if not same:
                 changed.append(f"{name}={value!r}")
         return f"{type(self).__name__}({', '.join(changed)})"
+
+
+class ClassifierParamsMixin(ParamsMixin):
+    """:class:`ParamsMixin` for classifiers: scikit-learn's classifier tags and ``score``
+    (mean accuracy), as ``sklearn.base.ClassifierMixin`` gives them."""
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of ``predict(X)`` against ``y``.
+
+        Parameters
+        ----------
+        X : array-like
+            Input of ``predict``.
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples.
+
+        Returns
+        -------
+        float
+        """
+        import numpy as np
+
+        right = np.asarray(self.predict(X)) == np.asarray(y).ravel()
+        return float(np.average(right, weights=sample_weight))
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, Tags, TargetTags
+
+        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
+                    classifier_tags=ClassifierTags())

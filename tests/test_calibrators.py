@@ -607,3 +607,58 @@ def test_auto_transform_choice_on_a_subsample_for_large_inputs():
     forced = SplineCalib(random_state=0, compact_logit=True).fit(p, y).maps_[0]
     assert auto.epsilon is not None
     np.testing.assert_allclose(auto(p[:100]), forced(p[:100]), rtol=1e-10)
+
+
+def test_saved_calibrators_load_and_predict_without_sklearn(tmp_path):
+    """Every calibrator and the online recalibrator follow scikit-learn's estimator
+    protocol without inheriting from it: a saved one loads and predicts in a fresh process
+    that imports neither scikit-learn nor SciPy's statistics, with the same numbers."""
+    import subprocess
+    import sys
+
+    from structcal import io
+    from structcal.online import OnlineRecalibrator
+
+    rng = np.random.default_rng(0)
+    s = rng.random(400)
+    y = (rng.random(400) < s**2).astype(int)
+    logits = rng.normal(size=(400, 3))
+    y3 = rng.integers(0, 3, 400)
+    fitted = {
+        "histogram": HistogramBinning().fit(s, y),
+        "platt": PlattScaling().fit(s, y),
+        "isotonic": IsotonicCalibration().fit(s, y),
+        "spline": SplineCalib(random_state=0).fit(s, y),
+        "temperature": TemperatureScaling().fit(logits, y3),
+        "vector": VectorScaling().fit(logits, y3),
+        "online": OnlineRecalibrator(random_state=0).fit(s[:, None], y),
+    }
+    want = {}
+    for name, cal in fitted.items():
+        io.save(cal, tmp_path / name)
+        X = logits if name in ("temperature", "vector") else (s[:, None] if name == "online" else s)
+        np.save(tmp_path / f"{name}_X.npy", X)
+        want[name] = cal.predict_proba(X)
+        np.save(tmp_path / f"{name}_want.npy", want[name])
+    code = f"""
+import sys
+import numpy as np
+from structcal import io
+for name in {sorted(fitted)!r}:
+    cal = io.load({str(tmp_path)!r} + "/" + name)
+    got = cal.predict_proba(np.load({str(tmp_path)!r} + "/" + name + "_X.npy"))
+    assert np.array_equal(got, np.load({str(tmp_path)!r} + "/" + name + "_want.npy")), name
+print([m for m in ("sklearn", "scipy.stats") if m in sys.modules])
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout + res.stderr
+    # the estimator protocol: classifier tags and accuracy, as ClassifierMixin gives them
+    from sklearn.base import is_classifier
+
+    cal = fitted["platt"]
+    assert is_classifier(cal) and is_classifier(fitted["online"])
+    assert cal.score(s, y) == pytest.approx(float(np.mean(cal.predict(s) == y)))
+    with pytest.raises(NotFittedError):
+        PlattScaling().predict_proba(s)

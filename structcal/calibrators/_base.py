@@ -16,10 +16,8 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._estimator import ClassifierParamsMixin, check_fitted
 from .._validation import as_float_array
 from ..exceptions import ParameterError, ParameterTypeError
 from ..io import SaveLoadMixin
@@ -113,6 +111,8 @@ def _encode_labels(y, n, n_columns):
         )
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
+        from sklearn.exceptions import DataConversionWarning
+
         warnings.warn(
             "A column-vector y was passed when a 1d array was expected; it is raveled",
             DataConversionWarning,
@@ -162,7 +162,7 @@ def _encode_labels(y, n, n_columns):
     return classes, y_index.astype(np.int64)
 
 
-class BaseCalibrator(SaveLoadMixin, ClassifierMixin, BaseEstimator):
+class BaseCalibrator(SaveLoadMixin, ClassifierParamsMixin):
     """Input handling common to all calibrators (not used directly).
 
     Subclasses implement ``_fit(S, y_index, w)`` and ``_predict_proba(S)`` on validated
@@ -174,7 +174,7 @@ class BaseCalibrator(SaveLoadMixin, ClassifierMixin, BaseEstimator):
 
     def _scores(self, X, reset):
         if not reset:
-            check_is_fitted(self)
+            check_fitted(self)
         S = check_scores(X, probabilities=self._probabilities_required())
         if self._max_abs_score is not None and S.size:
             big = float(np.abs(S).max())
@@ -191,8 +191,11 @@ class BaseCalibrator(SaveLoadMixin, ClassifierMixin, BaseEstimator):
                 f"X has {S.shape[1]} features, but {type(self).__name__} is expecting "
                 f"{self.n_features_in_} features as input{hint}"
             )
-        if ndim == 2:
-            # scikit-learn's feature-name bookkeeping (pandas inputs); sets n_features_in_
+        if ndim == 2 and (type(X) is not np.ndarray or hasattr(self, "feature_names_in_")):
+            # scikit-learn's feature-name bookkeeping (pandas inputs, or a calibrator fit
+            # on them); sets n_features_in_
+            from sklearn.utils.validation import validate_data
+
             validate_data(self, X, reset=reset, skip_check_array=True)
         if reset:
             self.n_features_in_ = S.shape[1]

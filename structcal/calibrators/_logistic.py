@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 from scipy.special import expit
 
-from ..exceptions import ConvergenceWarning
+from .. import exceptions
 
 
 def logistic_loss(eta, t, w) -> float:
@@ -79,7 +79,7 @@ def newton_logistic(X, t, w, *, penalty=None, beta0=None, max_iter=100, tol=1e-1
     warnings.warn(
         f"{what} did not converge in {max_iter} Newton steps (the scores may separate the "
         "classes, which makes the maximum-likelihood slope infinite)",
-        ConvergenceWarning,
+        exceptions.ConvergenceWarning,
         stacklevel=3,
     )
     return beta, max_iter

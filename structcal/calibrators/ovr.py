@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import clone
 
+from .._estimator import clone
 from ..exceptions import ParameterTypeError
 from ._base import ScoreCalibrator
 from .platt import PlattScaling

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import log_softmax
 
 from .._validation import check_float, check_int
@@ -179,6 +178,8 @@ class VectorScaling(BaseCalibrator):
             return f / total, g / total
 
         x0 = np.concatenate([np.ones(K), np.zeros(K)])
+        from scipy.optimize import minimize
+
         res = minimize(fun, x0, jac=True, method="L-BFGS-B",
                        options={"maxiter": self.max_iter, "gtol": 1e-10, "ftol": 1e-15})
         if not np.all(np.isfinite(res.x)):

@@ -26,10 +26,10 @@ import numpy as np
 from scipy.interpolate import BSpline
 from scipy.linalg import solve_banded
 from scipy.special import expit
-from sklearn.model_selection import StratifiedKFold
 
 from .._validation import as_float_array, check_float, check_int
-from ..exceptions import ConvergenceWarning, ParameterError, ParameterTypeError
+from .. import exceptions
+from ..exceptions import ParameterError, ParameterTypeError
 from ._base import ScoreCalibrator
 from ._kernels import cholesky_solve, spline_newton_system, spline_objective
 
@@ -498,6 +498,8 @@ class SplineCalib(ScoreCalibrator):
         beta0[0] = np.log(ybar / (1.0 - ybar))
         n_unique = uniq.shape[0]
 
+        from sklearn.model_selection import StratifiedKFold
+
         folds = StratifiedKFold(n_splits=n_splits, shuffle=True,
                                 random_state=int(rng.integers(2**31 - 1)))
         zero_pen = np.zeros(knots.shape[0])
@@ -541,7 +543,7 @@ class SplineCalib(ScoreCalibrator):
             if not (converged and ok):
                 warnings.warn(
                     f"SplineCalib: a Newton fit did not converge in {self.max_iter} steps",
-                    ConvergenceWarning,
+                    exceptions.ConvergenceWarning,
                     stacklevel=5,
                 )
             order = np.argsort(lambdas)  # report the CV losses in increasing-lambda order

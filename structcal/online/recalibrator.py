@@ -16,12 +16,17 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
 
 from .. import io
-from .._validation import as_float_array, check_int, check_option, check_random_state, describe
+from .._estimator import ClassifierParamsMixin, check_fitted
+from .._validation import (
+    as_float_array,
+    check_int,
+    check_option,
+    check_random_state,
+    describe,
+    issparse,
+)
 from ..exceptions import ParameterError, ParameterTypeError
 from . import _kernels
 from .metrics import (
@@ -121,7 +126,7 @@ def _seed_state(random_state) -> np.ndarray:
 
 
 @io.register(format_version=1)
-class OnlineRecalibrator(io.SaveLoadMixin, ClassifierMixin, BaseEstimator):
+class OnlineRecalibrator(io.SaveLoadMixin, ClassifierParamsMixin):
     """Online recalibration of a stream of raw probabilities (Kuleshov & Ermon, Algorithm 1).
 
     The raw forecasts ``p^F_t`` are split into ``M`` buckets ``[j/M, (j+1)/M)``; each
@@ -376,7 +381,7 @@ class OnlineRecalibrator(io.SaveLoadMixin, ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ scikit-learn API
 
     def _check_X(self, X):
-        if sparse.issparse(X):
+        if issparse(X):
             raise ParameterTypeError(
                 f"`X` must be a dense array: sparse input is not supported; got {describe(X)}"
             )
@@ -461,7 +466,7 @@ class OnlineRecalibrator(io.SaveLoadMixin, ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples, 2)
             ``[1 - q, q]`` per row.
         """
-        check_is_fitted(self, "counts_")
+        check_fitted(self, "counts_")
         p = self._check_X(X)
         q = np.empty(p.shape[0])
         counts, sums, homes, n_grid, n_buckets, method = self._kernel_args()
@@ -496,7 +501,7 @@ class OnlineRecalibrator(io.SaveLoadMixin, ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ persistence
 
     def _to_state(self):
-        check_is_fitted(self, "counts_")
+        check_fitted(self, "counts_")
         self._no_pending("save")
         params = self.get_params()
         seed = params["random_state"]
