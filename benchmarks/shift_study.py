@@ -15,8 +15,11 @@ scored on the target:
 Forecasts on the target: ``raw`` (the model's probability), ``isotonic`` (fit on all
 source events), ``forecaster`` (the k-NN region forecaster) and ``default``
 (``StructuredRecalibrator(kinds=[kind]).fit(source, groups=...)``, the library's default
-rule). Brier x100 on the target with 95% paired bootstrap intervals over the target's
-groups (documents, images; else items) of each forecast minus raw.
+rule and shift policy, ``shift_policy="adapt"``); the same recalibrator under the other
+policies: ``fitted`` (``"warn"``: the fitted map whatever the shift test says), ``adapt``
+and ``fallback`` (the simplest map whose input did not shift). Brier x100 on the target
+with 95% paired bootstrap intervals over the target's groups (documents, images; else
+items) of each forecast minus raw.
 
 In distribution: grouped cross-fitting (5 folds of groups) within GUM (all documents),
 WNUT-17 test, OCR test, BBBC039 test and the synthetic source: every event scored by maps
@@ -60,7 +63,7 @@ from structcal.recalibration import (  # noqa: E402
 )
 
 N_BOOT = 1000
-CANDIDATES = ("raw", "isotonic", "forecaster", "default", "fitted", "adapt")
+CANDIDATES = ("raw", "isotonic", "forecaster", "default", "fitted", "adapt", "fallback")
 
 
 def log(msg):
@@ -86,9 +89,10 @@ def fit_source(src, kind, seed=0):
         fits["default"] = StructuredRecalibrator(kinds=[kind], random_state=seed).fit(
             src.pred, src.y, groups=src.groups)
         rec = fits["default"]
-        # the same fitted recalibrator under the other shift policies: "fitted" keeps its
-        # map whatever the shift test says, "adapt" reweights toward a flagged batch
-        for name, policy in (("fitted", "warn"), ("adapt", "adapt")):
+        # the same fitted recalibrator under each shift policy: "fitted" keeps its map
+        # whatever the shift test says, "adapt" reweights toward a flagged batch,
+        # "fallback" takes the simplest map whose input did not shift
+        for name, policy in (("fitted", "warn"), ("adapt", "adapt"), ("fallback", "fallback")):
             fits[name] = copy.deepcopy(rec)
             fits[name].shift_policy = policy
         table = rec.events(src.pred, src.y)
@@ -116,6 +120,7 @@ def score_target(fits, tgt, kind):
     fallback = out["default"].fallback or {}
     adapted = out["adapt"].adaptation or {}
     fc["_adaptation"] = next(iter(adapted.values()), None)
+    fc["_fallback"] = next(iter((out["fallback"].fallback or {}).values()), None)
     return t.outcome.astype(float), tgt.groups[t.item], fc, next(iter(fallback.values()), None)
 
 
@@ -361,8 +366,12 @@ def main(argv=None):
                 cache[key] = fit_source(src, kind)
             fits, cv = cache[key]
             y, g, fc, fell_back = score_target(fits, tgt, kind)
+            fallback_map = fc.pop("_fallback")
             res = paired(y, g, fc)
             res["adaptation"] = fc.get("_adaptation")
+            res["fallback_policy_map"] = fallback_map  # None, "raw" or "isotonic"
+            res["fallback_not_worse_than_raw"] = res["fallback"]["interval_x100"][0] <= 0
+            res["fallback_share_of_fitted_gain"] = None
             res["adapt_not_worse_than_raw"] = res["adapt"]["interval_x100"][0] <= 0
             fitted_gain = -res["fitted"]["minus_raw_x100"]
             res["fitted_beats_raw_beyond_interval"] = res["fitted"]["interval_x100"][1] < 0
@@ -372,7 +381,10 @@ def main(argv=None):
             res["default_share_of_fitted_gain"] = (
                 -res["default"]["minus_raw_x100"] / fitted_gain
                 if res["fitted_beats_raw_beyond_interval"] else None)
-            res["default_fell_back_to"] = fell_back  # None, "raw" or "isotonic"
+            if res["fitted_beats_raw_beyond_interval"]:
+                res["fallback_share_of_fitted_gain"] = (
+                    -res["fallback"]["minus_raw_x100"] / fitted_gain)
+            res["default_fell_back_to"] = fell_back  # None, "adapted", "raw" or "isotonic"
             res["n_target_events"] = int(y.shape[0])
             res["n_target_groups"] = int(np.unique(g).shape[0])
             res["default_chose"] = cv["choice"]
@@ -423,6 +435,11 @@ def main(argv=None):
             "default_keeps_half_of_fitted_gain": sum(
                 (r["default_share_of_fitted_gain"] or 0) >= 0.5 for r in shift.values()
                 if r["fitted_beats_raw_beyond_interval"]),
+            "fallback_not_worse_than_raw": sum(r["fallback_not_worse_than_raw"]
+                                               for r in shift.values()),
+            "fallback_keeps_half_of_fitted_gain": sum(
+                (r["fallback_share_of_fitted_gain"] or 0) >= 0.5 for r in shift.values()
+                if r["fitted_beats_raw_beyond_interval"]),
         },
     }
     if args.rules:
@@ -465,8 +482,8 @@ def format_table(result):
                      f"{a['flagged']}/{a['splits']} = {a['rate']:.3f} "
                      f"[{a['interval'][0]:.3f}, {a['interval'][1]:.3f}]")
     pw = result["power_on_real_shifts"]
-    lines.append(f"flagged (fell back to raw) on {pw['flagged_settings']} of {pw['settings']} "
-                 "shift settings")
+    lines.append(f"flagged (the default changed its map) on {pw['flagged_settings']} of "
+                 f"{pw['settings']} shift settings")
     t = result["targets"]
     lines.append("")
     lines.append(f"shift: default not worse than raw on {t['shift_pairs_not_worse_than_raw']} of "
@@ -477,6 +494,10 @@ def format_table(result):
                  f"settings) adapt keeps >= 50% of its gain in "
                  f"{t['adapt_keeps_half_of_fitted_gain']}, the default in "
                  f"{t['default_keeps_half_of_fitted_gain']}")
+    if "fallback_not_worse_than_raw" in t:
+        lines.append(f"fallback: not worse than raw on {t['fallback_not_worse_than_raw']} of "
+                     f"{t['shift_pairs']}; keeps >= 50% of the fitted map's gain in "
+                     f"{t['fallback_keeps_half_of_fitted_gain']} of {t['fitted_beats_raw']}")
     if "rule_summary" in result:
         lines.append("")
         for r, v in result["rule_summary"].items():

@@ -31,19 +31,21 @@ def shift():
     if d is None:
         return _missing("shift_study.json", "python benchmarks/shift_study.py --rules "
                         "--out benchmarks/results/shift_study.json")
-    adapt = all("adapt" in r for r in d["shift"].values())
+    other = "fallback" if all("fallback" in r for r in d["shift"].values()) else (
+        "adapt" if all("adapt" in r for r in d["shift"].values()) else None)
     rows = ["| source -> target / kind | default chose | default - raw (Brier x100) | 95% interval | isotonic - raw | not worse than raw |"
-            + (" fitted map - raw | adapt - raw | adapt's 95% interval |" if adapt else ""),
-            "|---|---|---|---|---|---|" + ("---|---|---|" if adapt else "")]
+            + (f" fitted map - raw | {other} - raw | {other}'s 95% interval |" if other else ""),
+            "|---|---|---|---|---|---|" + ("---|---|---|" if other else "")]
     for k, r in d["shift"].items():
-        chose = r["default_chose"] + (f" (fell back to {r['default_fell_back_to']})"
-                                      if r.get("default_fell_back_to") else "")
+        how = r.get("default_fell_back_to")
+        chose = r["default_chose"] + ("" if not how else " (adapted)" if how == "adapted"
+                                      else f" (fell back to {how})")
         row = (f"| {k} | {chose} | {r['default']['minus_raw_x100']:+.3f} | "
                f"{_ci(r['default']['interval_x100'])} | {r['isotonic']['minus_raw_x100']:+.3f} "
                f"| {'yes' if r['target_met'] else '**no**'} |")
-        if adapt:
-            row += (f" {r['fitted']['minus_raw_x100']:+.3f} | {r['adapt']['minus_raw_x100']:+.3f} "
-                    f"| {_ci(r['adapt']['interval_x100'])} |")
+        if other:
+            row += (f" {r['fitted']['minus_raw_x100']:+.3f} | {r[other]['minus_raw_x100']:+.3f} "
+                    f"| {_ci(r[other]['interval_x100'])} |")
         rows.append(row)
     rows += ["", "| in distribution (grouped cross-fit) / kind | isotonic gain | default gain | share kept | target met |",
              "|---|---|---|---|---|"]
@@ -61,7 +63,14 @@ def shift():
     rows += ["", f"Default not worse than raw on {t['shift_pairs_not_worse_than_raw']} of "
              f"{t['shift_pairs']} shift settings; in distribution the target is met on "
              f"{t['in_distribution_met']} of {t['in_distribution_settings']}."]
-    if "adapt_not_worse_than_raw" in t:
+    if "fallback_not_worse_than_raw" in t:
+        rows[-1] += (f" Where the fitted map beats raw ({t['fitted_beats_raw']} settings) the "
+                     f"default keeps at least half of that gain in "
+                     f"{t['default_keeps_half_of_fitted_gain']}. `shift_policy='fallback'`: "
+                     f"not worse than raw on {t['fallback_not_worse_than_raw']} of "
+                     f"{t['shift_pairs']}, keeps half of the gain in "
+                     f"{t['fallback_keeps_half_of_fitted_gain']}.")
+    elif "adapt_not_worse_than_raw" in t:
         rows[-1] += (f" `shift_policy='adapt'`: not worse than raw on "
                      f"{t['adapt_not_worse_than_raw']} of {t['shift_pairs']}; where the fitted "
                      f"map beats raw ({t['fitted_beats_raw']} settings) it keeps at least half "

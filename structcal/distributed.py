@@ -7,10 +7,12 @@ gets exactly the probability the single-process path gives that item. The recali
 shift check judges the whole dataset as one batch: each partition sends the client a
 uniform sample of its events' test columns (at most the recalibrator's cap of 5,000 per
 kind, with their groups), the client draws from them a sample of the dataset
-proportional to each partition's events and runs the test once, warns once, and with
-``shift_policy='fallback'`` every partition's events of a flagged kind take the map
-the recalibrator falls back to, the raw probability or isotonic regression on it (and are
-not accepted under a guarantee). The test sees a different random
+proportional to each partition's events and runs the test once, warns once, and every
+partition's events of a flagged kind take the one map the client chose for the whole
+dataset: under ``shift_policy='adapt'`` (the default) the map refit once on the
+recalibration events weighted toward the dataset's sample, under ``'fallback'`` (or
+where the weights collapse) the raw probability or isotonic regression on it (and they
+are not accepted under a guarantee). The test sees a different random
 sample of events than a single process would, so its p-values differ slightly.
 
 **Dataset layout.** A dataset is a directory of Parquet files ``part-*.parquet``, each

@@ -704,23 +704,25 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         little about a distribution, and would make the forecasts of a service that
         predicts an input at a time flip between map and raw from call to call.
         :meth:`shift_test` tests any batch.
-    shift_policy : {'fallback', 'adapt', 'warn'}, default='fallback'
+    shift_policy : {'adapt', 'fallback', 'warn'}, default='adapt'
         What a flagged batch changes. ``'adapt'``: every kind with a flagged column (its
         raw probability or any feature, whichever the map reads) gets its map refit on the
         recalibration events weighted by the density ratio of the batch to them
         (:func:`structcal.shift.density_ratio`, over all the kind's columns): isotonic
         regression of the outcome on the raw probability with those weights, flattened
         to the power ``ADAPT_WEIGHT_POWER`` (0.5; Shimodaira, 2000: less variance from a
-        few heavy events for some bias back toward the recalibration data); where the
+        few heavy events for some bias back toward the recalibration data). Where the
         weights collapse (effective number of groups below ``MIN_EFFECTIVE_GROUPS`` or
         ``MIN_EFFECTIVE_SHARE`` of the groups, or too much of the batch outside the
-        recalibration data, coverage below ``MIN_COVERAGE``) the kind falls back as
-        under ``'fallback'``, and the batch's
-        ``CalibratedEvents.adaptation`` says which kinds did and why. ``'fallback'``
-        replaces the fitted map of the kinds whose map reads a shifted column by the simplest map whose input did not shift
-        (the forecaster, which reads the features, by isotonic regression on the raw
+        recalibration data, coverage below ``MIN_COVERAGE``) the kind falls back to the
+        simplest map whose input did not shift (a forecaster to isotonic regression on the
+        raw probability if that did not shift), else to the model's raw probability; the
+        batch's ``CalibratedEvents.adaptation`` says which kinds did and why.
+        ``'fallback'`` never refits: it replaces the fitted map of the kinds whose map
+        reads a shifted column by the simplest map whose input did not shift (the
+        forecaster, which reads the features, by isotonic regression on the raw
         probability if that did not shift; isotonic regression by the model's raw
-        probability), ``'warn'`` only warns. See Notes: the fitted map is a correction
+        probability). ``'warn'`` only warns. See Notes: the fitted map is a correction
         learnt on the recalibration data, and it is the part that may not transfer.
     random_state : int, numpy.random.Generator or None, default=0
         Seeds the cross-validation folds, the forecasters and the shift tests' samples.
@@ -833,15 +835,22 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
     *What a shifted batch changes.* The fitted map is a correction learnt on the
     recalibration data; under shift it is the part that may not transfer (a model less
     overconfident on the new data than on the old is made worse by a map that sharpens
-    it). With ``shift_policy='fallback'`` a kind whose map reads a flagged column falls
+    it). By default (``shift_policy='adapt'``) a kind whose map reads a flagged column
+    gets, for this batch, an isotonic map refit on the recalibration events weighted
+    toward the batch: if only the mix of events changed (covariate shift), the weighted
+    events are a sample like the batch's, and the refit map is right for it. A change of
+    the outcome given the events (concept shift) cannot be seen without the batch's
+    outcomes, and no weighting corrects it. With ``shift_policy='fallback'`` (and under
+    ``'adapt'`` where the weights collapse) a kind whose map reads a flagged column falls
     back, for this batch, to the simplest map whose input did not shift: a forecaster
     (whose neighbourhoods in feature space are what a shift of the features moves) to
     isotonic regression on the raw probability, if the raw probability's distribution did
     not shift (a one-dimensional calibration map stays right when only the mix of
     events changes); otherwise, and for isotonic regression, to the model's raw
-    probability. The decision is per batch: a batch's
-    forecasts then depend on the batch (a single input cannot be tested and is never
-    flagged); ``shift_policy='warn'`` makes every input's forecast its own.
+    probability. Measured on 112 shift settings: ``benchmarks/shift_study.py``. The
+    decision is per batch: a batch's forecasts then depend on the batch (a single input
+    cannot be tested and is never flagged); ``shift_policy='warn'`` makes every input's
+    forecast its own.
 
     Examples
     --------
@@ -867,7 +876,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         label_names=None,
         shift_check=True,
         shift_alpha=0.05,
-        shift_policy="fallback",
+        shift_policy="adapt",
         random_state=0,
         verbose=False,
     ):
@@ -1486,6 +1495,11 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
         """
         if test is None or getattr(self, "shift_policy", "warn") != "fallback":
             return {}
+        return self._simplest_maps(test, has_raw)
+
+    def _simplest_maps(self, test, has_raw: dict) -> dict:
+        """The map each kind of ``has_raw`` falls back to on the flagged batch ``test``
+        (see :meth:`_fallback_kinds`), whatever the shift policy."""
         out = {}
         maps = getattr(self, "fallback_maps_", None) or {}
         for key, ok in has_raw.items():
@@ -1535,7 +1549,7 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                 continue
             cols = list(self.shift_columns_[key])
             if key not in outcomes or key not in rows_by_key or "raw" not in cols:
-                fallback.update(self._fallback_kinds(test, {key: ok}))
+                fallback.update(self._simplest_maps(test, {key: ok}))
                 continue
             ref = self.shift_reference_[key]
             new, grp = rows_by_key[key]
@@ -1552,9 +1566,9 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
             n_groups = int(np.unique(self.shift_groups_[key]).size) if key in getattr(
                 self, "shift_groups_", {}) else int(ref.shape[0])
             need = max(self.MIN_EFFECTIVE_GROUPS, self.MIN_EFFECTIVE_SHARE * n_groups)
-            ok = dr.effective_groups >= need and dr.coverage >= self.MIN_COVERAGE
+            weights_hold = dr.effective_groups >= need and dr.coverage >= self.MIN_COVERAGE
             info["n_reference_groups"] = n_groups
-            if ok and 0 < y.sum() < y.shape[0]:
+            if weights_hold and 0 < y.sum() < y.shape[0]:
                 w = dr.weights ** self.ADAPT_WEIGHT_POWER
                 model = _fit_isotonic(ref[:, j], y, float(self.prior), w / w.mean())
             if model is None:
@@ -1562,13 +1576,13 @@ class StructuredRecalibrator(SaveLoadMixin, ParamsMixin):
                     f"the weights collapsed: {dr.effective_groups:.1f} effective groups of "
                     f"{n_groups} (at least {need:.1f} needed), coverage {dr.coverage:.2f} of "
                     f"the batch by the recalibration data (at least {self.MIN_COVERAGE:g} "
-                    "needed)")
+                    "needed)") if not weights_hold else (
+                    "the recalibration events of this kind all have the same outcome: "
+                    "there is no map to refit")
                 # a map that read a shifted column and cannot be re-weighted: the simplest
                 # map whose input did not shift (isotonic of raw for a forecaster whose raw
                 # probability did not shift), else the raw probability
-                fb = self._fallback_kinds(test, {key: ok}).get(key, "raw")
-                if fb == "isotonic" and key not in getattr(self, "fallback_maps_", {}):
-                    fb = "raw"
+                fb = self._simplest_maps(test, {key: ok}).get(key, "raw")
                 info["map"] = fb
                 fallback[key] = fb
             else:

@@ -503,6 +503,30 @@ def test_adapt_refits_an_isotonic_map_toward_a_batch_whose_features_shifted(tmp_
     assert out.fallback == {"e": "raw"} and "collapsed" in out.adaptation["e"]["reason"]
 
 
+def test_adapt_where_the_weights_collapse_falls_back_to_the_simplest_map_whose_input_did_not_shift():
+    """Under 'adapt', a forecaster whose batch lies far outside the recalibration features
+    (the weights collapse) but whose raw probability did not move falls back to isotonic
+    regression on the raw probability, as under 'fallback', not to the raw probability."""
+    fit = _feature_world(600, seed=0)
+    rec = StructuredRecalibrator(method="forecaster", forecaster=SMALL_KNN,
+                                 random_state=0).fit_events(fit)
+    assert rec.shift_policy == "adapt"  # the default
+    far = _feature_world(400, seed=1, x_shift=8.0)
+    with pytest.warns(DistributionShiftWarning, match="collapsed"):
+        out = rec.predict_events(far)
+    assert out.fallback == {"e": "isotonic"}
+    assert out.adaptation["e"]["map"] == "isotonic"
+    assert "collapsed" in out.adaptation["e"]["reason"]
+    want = np.clip(rec.fallback_maps_["e"].predict_proba(far.raw)[:, 1], *rec._bounds("e"))
+    np.testing.assert_allclose(out.forecast, want, rtol=0, atol=1e-12)
+    # the raw probability moved too: the raw probability
+    both = _feature_world(400, seed=2, x_shift=8.0, raw_power=3.0)
+    with pytest.warns(DistributionShiftWarning):
+        out = rec.predict_events(both)
+    assert out.fallback == {"e": "raw"}
+    np.testing.assert_allclose(out.forecast, np.clip(both.raw, *rec._bounds("e")))
+
+
 @pytest.mark.parametrize("n, m", [(40, 60), (132, 150), (900, 700)])
 def test_shift_test_p_values_are_scipy_ks_2samp(n, m):
     # the column-batched KS test gives scipy's statistic and p-value (exact when n m <= 10^4)

@@ -54,6 +54,12 @@ def add_parser(sub) -> None:
                         "cross-validated region size (default: the library's default)")
     p.add_argument("--pooled", action="store_true",
                    help="one forecaster for all kinds instead of one per kind")
+    p.add_argument("--shift-policy", choices=("adapt", "fallback", "warn"), default="adapt",
+                   help="what a new batch the shift test flags changes, saved with the model: "
+                        "adapt (the default) refits each flagged kind's map on the "
+                        "recalibration events weighted toward the batch; fallback uses the "
+                        "simplest map whose input did not shift (or the raw probability); "
+                        "warn only warns")
     p.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
     p.add_argument("--lexicon", metavar="FILE", default=None,
                    help="admissible labelings G (for phi_mp2 and the in_lexicon event kind): "
@@ -80,7 +86,7 @@ def _fit_events(args, batch) -> int:
     forecaster = {"default": None, "knn": KNNRegionForecaster(random_state=args.random_state),
                   "tree": TreeRegionForecaster(random_state=args.random_state)}[args.forecaster]
     rec = StructuredRecalibrator(forecaster=forecaster, pooled=args.pooled,
-                                 random_state=args.random_state)
+                                 shift_policy=args.shift_policy, random_state=args.random_state)
     say(args, f"loaded {describe(batch)}; fitting the recalibrator ...")
     try:
         rec.set_params(verbose=not args.quiet).fit_events(batch.table, groups=batch.groups)
@@ -128,6 +134,7 @@ def run(args) -> int:
     rec = StructuredRecalibrator(
         kinds, features=features, forecaster=forecaster, pooled=args.pooled, lexicon=lexicon,
         label_names=None if args.alphabet is None else list(args.alphabet),
+        shift_policy=args.shift_policy,
     )
     if "random_state" in rec.get_params():  # the library's default forecaster may take a seed
         rec.set_params(random_state=args.random_state)
