@@ -106,6 +106,32 @@ def test_inference_tiers_agree(setting, seed):
     _close(a, b, scale * max(p.n_tokens, 1))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_scaled_pass_certifies_chain_by_chain_as_the_kernels_do(seed):
+    """A batch sharing one matrix whose chains span from a few to thousands of nats, with
+    forbidden entries: the NumPy tier keeps the scaled pass for the same chains as the
+    kernels (the same number fall back to log space) and equals them to 1e-12."""
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(2, 9))
+    lengths = rng.integers(0, 12, size=40)
+    n = int(lengths.sum())
+    scale = np.repeat(10.0 ** rng.uniform(-1, 3.5, size=40), lengths)[:, None]
+    unary = rng.normal(size=(n, K)) * scale
+    unary[rng.random((n, K)) < 0.15] = -np.inf
+    unary[np.arange(n), rng.integers(0, K, n)] = rng.normal(size=n)  # a finite label each
+    pw = rng.normal(size=(K, K)) * float(rng.choice([1.0, 30.0, 300.0]))
+    pw[rng.random((K, K)) < 0.2] = -np.inf
+    pw[np.arange(K), np.arange(K)] = 0.0  # staying is always allowed: every chain feasible
+    p = ChainPotentials(unary, np.concatenate([[0], np.cumsum(lengths)]), pw)
+    a, b = _both(lambda: ci.infer(p, edge_marginals=True))
+    assert a.n_fallback == b.n_fallback
+    big = max(1.0, float(np.abs(unary[np.isfinite(unary)]).max()))
+    _close(a.log_partition, b.log_partition, big * max(n, 1))
+    _close(a.marginals, b.marginals, 1.0)
+    _close(a.edge_marginals, b.edge_marginals, 1.0)
+    np.testing.assert_allclose(a.marginals.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+
+
 def test_the_tier_follows_the_size_of_the_work():
     assert numpy_tier(SMALL_WORK) and not numpy_tier(SMALL_WORK + 1)
     with forced_tier("kernels"):

@@ -6,9 +6,14 @@ chains padded to its longest one (``(n_chains, length, K)``), vectorised over ch
 - Viterbi and k-best are max-plus recursions with the kernels' tie rules (the first
   best label; equal k-best scores in the order the recursion meets them), so their
   labels and scores are identical to the kernels', bit for bit;
-- forward-backward, the constrained log-partition and pseudo-marginals are computed in
-  log space with messages normalised at every step (the kernels' exact fallback pass),
-  so they equal the kernels' results up to rounding (relative 1e-12 in the tests).
+- forward-backward and the constrained log-partition of a batch sharing one pairwise
+  matrix run the kernels' certified scaled pass (probability space, one matrix product
+  per step for the whole batch; see Numerics in :mod:`structcal.inference._chain`): a
+  chain is kept only where every term the pass formed is provably far above the
+  underflow threshold, and the other chains (and batches with a matrix per edge) are
+  computed in log space with messages normalised at every step (the kernels' exact
+  fallback pass), so they equal the kernels' results up to rounding (relative 1e-12 in
+  the tests); pseudo-marginals are computed in log space.
 
 Which implementation runs is decided by :mod:`structcal._tier`; inputs are trusted
 (checked by the public functions of :mod:`structcal.inference.chain`).
@@ -48,6 +53,13 @@ class _Padded:
         rows = np.where(self.valid, starts[:, None] + pos[None, :], 0)
         self.U = np.where(self.valid[:, :, None], unary[rows], 0.0) if B else np.zeros((0, 0, K))
         self.pw, self.stride, self.e0 = pw, stride, edge_offsets[chains]
+
+    def rows(self, idx):
+        """The chains ``idx`` of this batch (unary potentials as they are here)."""
+        out = object.__new__(_Padded)
+        out.lengths, out.valid, out.U = self.lengths[idx], self.valid[idx], self.U[idx]
+        out.pw, out.stride, out.e0 = self.pw, self.stride, self.e0[idx]
+        return out
 
     def matrix(self, t):
         """The pairwise matrix of edge ``t`` (positions ``t``, ``t + 1``) of each chain:
@@ -95,20 +107,126 @@ def infer(unary, offsets, edge_offsets, pw, stride, do_map, do_marg, do_edge):
         labels[:] = lab
         status[scores == -np.inf] = STATUS_INFEASIBLE
     if do_marg:
-        alpha, logz = forward(P)
-        logz = np.where(P.lengths > 0, logz, 0.0)
+        if stride == 0 and B:
+            m, logz, ok = _forward_backward_scaled(P, edge if do_edge else None)
+            redo = np.flatnonzero(~ok)
+            status[redo] = np.maximum(status[redo], STATUS_FALLBACK)
+        else:
+            m, redo = np.empty(P.U.shape), np.arange(B)
+        if redo.size:
+            Q = P.rows(redo)
+            alpha, lz = forward(Q)
+            logz[redo] = np.where(Q.lengths > 0, lz, 0.0)
+            beta = _backward(Q)
+            mq = alpha + beta
+            with np.errstate(invalid="ignore"):  # infeasible chains: raised by the caller
+                mq = np.exp(mq - _lse(mq, axis=2)[:, :, None])
+            m[redo] = mq
+            if do_edge:
+                _edge_marginals(Q, alpha, beta, edge)
         feasible = logz > -np.inf
         status[~feasible] = STATUS_INFEASIBLE
         if do_map:
             scores = np.where(feasible, scores, -np.inf)
-        beta = _backward(P)
-        m = alpha + beta
-        with np.errstate(invalid="ignore"):  # infeasible chains: raised by the caller
-            m = np.exp(m - _lse(m, axis=2)[:, :, None])
         marg[:] = m[P.valid]
-        if do_edge:
-            _edge_marginals(P, alpha, beta, edge)
     return labels, scores, logz, marg, edge, status
+
+
+#: The scaled pass trusts a step only if every term it forms is provably at least
+#: exp(_LOG_FLOOR) relative to the step's scale (the kernels' constant)
+_LOG_FLOOR = -680.0
+
+
+def _scaled_matrix(W):
+    """``(E, colmax, spread)`` of one pairwise matrix, as the kernels' scaled
+    exponentials: ``E[i, j] = exp(W[i, j] - colmax[j])`` (a column forbidden everywhere
+    gets ``colmax`` 0 and ``E`` 0), and the largest spread (max - min of the finite
+    entries) of a column."""
+    colmax = W.max(axis=0)
+    low = np.where(np.isfinite(W), W, np.inf).min(axis=0)
+    live = colmax > -np.inf
+    spread = float((colmax - low)[live].max(initial=0.0))
+    colmax = np.where(live, colmax, 0.0)
+    return np.exp(W - colmax[None, :]), colmax, spread
+
+
+def _forward_scaled(P):
+    """The kernels' certified scaled forward pass over a batch sharing one pairwise matrix.
+
+    Returns ``(A, z, u, E, logz, ok)``: the normalised forward rows ``A`` (B, T, K), the
+    step normalisers ``z`` (B, T), the shifted unary exponentials ``u`` (B, T, K), the
+    scaled matrix ``E``, the log-partitions and, per chain, whether the pass is certified
+    (every term it formed was at least ``exp(_LOG_FLOOR)`` relative to its step: exact to
+    rounding; an infeasible chain, ``logz = -inf``, is certified too). Uncertified chains
+    must be recomputed in log space.
+    """
+    B, T, K = P.U.shape
+    E, colmax, spread = _scaled_matrix(P.pw[0])
+    X = P.U.copy()
+    X[:, 1:] += colmax
+    shift = X.max(axis=2)
+    dead = shift == -np.inf
+    shift = np.where(dead, 0.0, shift)
+    lo = np.where(np.isfinite(X), X, np.inf).min(axis=2) - shift
+    lo[:, 1:] -= spread
+    u = np.exp(X - shift[:, :, None])
+    A = np.zeros((B, T, K))
+    z = np.ones((B, T))
+    logz = np.zeros(B)
+    ok = np.ones(B, dtype=bool)
+    infeasible = np.zeros(B, dtype=bool)
+    amin = np.ones(B)
+    a = np.zeros((B, K))
+    for t in range(T):
+        live = (P.lengths > t) & ok & ~infeasible
+        infeasible |= live & dead[:, t]
+        live &= ~dead[:, t]
+        with np.errstate(divide="ignore"):
+            sure = (lo[:, t] >= _LOG_FLOOR) & (np.log(amin) + lo[:, t] >= _LOG_FLOOR)
+        ok &= ~(live & ~sure)
+        live &= sure
+        x = u[:, 0] if t == 0 else (a @ E) * u[:, t]
+        total = x.sum(axis=1)
+        infeasible |= live & (total == 0.0)  # every term exactly 0 (none underflowed)
+        live &= total > 0.0
+        total = np.where(live, total, 1.0)
+        x = x / total[:, None]
+        a = np.where(live[:, None], x, a)
+        amin = np.where(live, np.where(x > 0, x, np.inf).min(axis=1), amin)
+        logz += np.where(live, np.log(total) + shift[:, t], 0.0)
+        z[:, t] = total
+        A[:, t] = a
+    logz[infeasible] = -np.inf
+    return A, z, u, E, logz, ok
+
+
+def _forward_backward_scaled(P, edge):
+    """Marginals ``(B, T, K)``, log-partitions and the certified mask of the scaled pass
+    (:func:`_forward_scaled`, then the backward pass with its normalisers); edge marginals
+    of certified chains are written into ``edge`` unless it is None. A chain whose first
+    marginal row does not sum to 1 (an overflow in the backward pass) is not certified."""
+    A, z, u, E, logz, ok = _forward_scaled(P)
+    B, T, K = A.shape
+    marg = np.empty((B, T, K))
+    beta = np.ones((B, K))
+    ET = np.ascontiguousarray(E.T)
+    for t in range(T - 1, -1, -1):
+        if t < T - 1:
+            act = P.lengths > t + 1
+            w = u[:, t + 1] * beta / z[:, t + 1][:, None]
+            if edge is not None:
+                live = np.flatnonzero(act & ok)
+                if live.size:  # p(y_t = i, y_t+1 = j) = a[t, i] E[i, j] w[j]
+                    edge[P.e0[live] + t] = (A[live, t][:, :, None] * E[None]
+                                            * w[live][:, None, :])
+            with np.errstate(over="ignore", invalid="ignore"):
+                beta = np.where(act[:, None], w @ ET, 1.0)
+        with np.errstate(invalid="ignore"):
+            marg[:, t] = A[:, t] * beta
+    with np.errstate(invalid="ignore"):
+        first = marg[:, 0].sum(axis=1) if T else np.ones(B)
+    ok &= (P.lengths == 0) | (np.abs(first - 1.0) < 1e-6) | (logz == -np.inf)
+    return marg, logz, ok
 
 
 def _backward(P):
@@ -266,5 +384,11 @@ def constrained_log_partition(unary, offsets, edge_offsets, pw, stride, chains, 
         forbid = np.zeros(P.U.shape, dtype=bool)
         np.logical_or.at(forbid, (q, positions), ~allowed)
         P.U = np.where(forbid, -np.inf, P.U)
-    _, logz = forward(P)
+    if stride == 0 and chains.shape[0]:
+        *_, logz, ok = _forward_scaled(P)
+        redo = np.flatnonzero(~ok)
+        if redo.size:
+            _, logz[redo] = forward(P.rows(redo))
+    else:
+        _, logz = forward(P)
     return np.where(P.lengths > 0, logz, 0.0)
