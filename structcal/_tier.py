@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["SMALL_WORK", "LARGE_WORK", "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
+__all__ = ["SMALL_WORK", "LARGE_WORK", "SHARED_SECONDS_PER_STEP", "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
@@ -36,6 +36,10 @@ LARGE_WORK = 10_000_000
 #: NumPy seconds per step of chain inference (``benchmarks/bench_numpy_tier.py``), used
 #: to bill work between SMALL_WORK and LARGE_WORK
 SECONDS_PER_STEP = 4e-8
+#: ... of chain inference on a batch sharing one pairwise matrix, whose sum-product pass
+#: is one matrix product per step (SMALL_WORK and LARGE_WORK scale with the rate: the
+#: thresholds are NumPy seconds)
+SHARED_SECONDS_PER_STEP = 1.2e-8
 #: NumPy seconds (summed over the processes of an install) spent on such work before the
 #: kernels are compiled instead (compiling the chain inference kernels takes 15-20 s on
 #: a 2-CPU machine, ``benchmarks/bench_startup.py --cold``)
@@ -46,13 +50,17 @@ _TIERS = ("auto", "numpy", "kernels")
 _forced = [os.environ.get("STRUCTCAL_TIER", "auto")]
 
 
-def numpy_tier(work, kernel: str | None = None) -> bool:
+def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECONDS_PER_STEP
+               ) -> bool:
     """Whether work of this size runs in NumPy (rather than in the Numba kernels).
 
     ``kernel`` (e.g. ``"inference/_chain.infer_batch"``, a kernel's module path under the
     package and its name) opts into the rent-or-buy rule between :data:`SMALL_WORK` and
     :data:`LARGE_WORK` (module notes); without it the kernels run past SMALL_WORK.
+    ``seconds_per_step`` is NumPy's time per step on this path: work is counted in steps
+    of :data:`SECONDS_PER_STEP`, so a path that NumPy does faster stays in NumPy longer.
     """
+    work = work * (seconds_per_step / SECONDS_PER_STEP)
     tier = _forced[-1]
     if tier not in _TIERS:  # only the environment can put an unknown name here
         from .exceptions import ParameterError
