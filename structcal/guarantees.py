@@ -579,11 +579,12 @@ def certify_precision(calibrated, target=0.95, delta=0.1, *, groups=None, by="ki
         raise ParameterError("the events have no outcomes: predict with y_true=")
     if getattr(calibrated, "fallback", None):
         raise ParameterError(
-            f"the calibration events of {sorted(calibrated.fallback)} were forecast by a "
-            "fallback map because the recalibrator's shift test flagged them: a threshold "
-            "certified on them would not apply to the fitted map's forecasts. Certify on "
-            "data like the recalibration data, or predict them with shift_check=False if "
-            "the flag is a false alarm"
+            f"the calibration events of {sorted(calibrated.fallback)} were forecast by "
+            "another map than the fitted one (adapted to them, or a fallback) because the "
+            "recalibrator's shift test flagged them: a threshold certified on them would "
+            "not apply to the fitted map's forecasts. Certify on data like the "
+            "recalibration data, or predict them with shift_check=False if the flag is a "
+            "false alarm"
         )
     classes = _event_classes(t, by)
     item_group = _item_group_ids(groups, t, "groups")
