@@ -283,3 +283,27 @@ def test_an_unknown_tier_in_the_environment_is_named(tmp_path):
     env = dict(__import__("os").environ, STRUCTCAL_TIER="fast")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "STRUCTCAL_TIER must be one of" in r.stderr
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lexicon_lookup_tiers_agree(seed):
+    """Lexicon.contains walks the trie in NumPy for a small batch: the kernel's answers,
+    with empty labelings, prefixes of words and words longer than any in the lexicon."""
+    from structcal.events import Lexicon
+
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(2, 6))
+    words = [rng.integers(0, K, size=int(rng.integers(0, 6))).tolist() for _ in range(30)]
+    lex = Lexicon(words, n_states=K)
+    items = [w for w in words[:10]] + [w[:-1] for w in words[10:20] if w] + [
+        rng.integers(0, K, size=int(rng.integers(0, 9))).tolist() for _ in range(40)]
+    labels = np.array([x for w in items for x in w], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum([len(w) for w in items])])
+    with forced_tier("numpy"):
+        a = lex.contains(labels, offsets)
+    with forced_tier("kernels"):
+        b = lex.contains(labels, offsets)
+    np.testing.assert_array_equal(a, b)
+    assert a[:10].all()
+    want = {tuple(w) for w in words}
+    assert a.tolist() == [tuple(w) in want for w in items]

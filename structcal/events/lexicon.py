@@ -11,6 +11,26 @@ from ..potentials import ChainPotentials
 __all__ = ["Lexicon"]
 
 
+#: Steps of the tier rule (:mod:`structcal._tier`) per token of a lexicon lookup in NumPy:
+#: one trie step per position for the whole batch at once
+CONTAINS_STEP_COST = 4
+
+
+def _contains(children, terminal, labels, offsets):
+    """:meth:`Lexicon.contains` in NumPy, every labeling's trie walk one position at a
+    time (the kernel's walk, so the same answers)."""
+    lengths = np.diff(offsets)
+    node = np.zeros(lengths.shape[0], dtype=np.int64)
+    starts = offsets[:-1]
+    for t in range(int(lengths.max(initial=0))):
+        walk = np.flatnonzero((lengths > t) & (node >= 0))
+        node[walk] = children[node[walk], labels[starts[walk] + t]]
+    out = np.zeros(lengths.shape[0], dtype=np.bool_)
+    found = node >= 0
+    out[found] = terminal[node[found]]
+    return out
+
+
 class Lexicon:
     """A finite set of admissible labelings G, stored as a trie over labels.
 
@@ -142,6 +162,10 @@ class Lexicon:
 
         labels = as_int_array(labels, "labels", ndim=1, low=0, high=self.n_states)
         offsets = check_offsets(offsets, "offsets", labels.shape[0])
+        from .._tier import numpy_tier
+
+        if numpy_tier(labels.shape[0] * CONTAINS_STEP_COST, kernel="events/_lexicon.contains_batch"):
+            return _contains(self.children, self.terminal, labels, offsets)
         out = np.zeros(offsets.shape[0] - 1, dtype=np.bool_)
         from . import _lexicon  # Numba: imported on first use, not with structcal.events
 
