@@ -57,7 +57,7 @@ def pav(y, w):
     Python (the same arithmetic in the same order: the same values, bit for bit)."""
     from .._tier import numpy_tier
 
-    if not numpy_tier(y.shape[0] * PAV_STEP_COST):
+    if not numpy_tier(y.shape[0] * PAV_STEP_COST, kernel="calibrators/_kernels.pav"):
         from ._kernels import pav as kernel  # Numba: imported by large fits only
 
         return kernel(y, w)
