@@ -150,10 +150,13 @@ def ceiling_threshold(p_test, y_test, g_test, n_cal_groups, target):
     accepted events are all wrong (``R_g = target``): the mixture Q has mean 0, so it is in
     the null. Any test at level delta rejects under Q with probability <= delta, and with
     probability ``(1 - q)^n`` the n calibration groups of Q are all drawn from P, so under P
-    it rejects with probability at most ``delta / (1 - q)^n``. Thresholds where that bound is
-    below 1/2 cannot be certified in most splits by any valid method; the ceiling is the
-    loosest other threshold whose realised test precision meets the target. P is taken to
-    be the test half (as the oracle is): a diagnostic, not a method.
+    it rejects with probability at most ``delta / (1 - q)^n``. A second null, Q tilted
+    from P (:func:`tilted_power_bound`), bounds the power by the Neyman-Pearson test of Q
+    against P; it is the tighter bound where the terms vary little, as a z-test would
+    suggest. Thresholds where either bound is below 1/2 cannot be certified in most splits
+    by any valid method; the ceiling is the loosest other threshold whose realised test
+    precision meets the target. P is taken to be the test half (as the oracle is): a
+    diagnostic, not a method.
     """
     from structcal.guarantees import _group_counts, _threshold_grid
 
@@ -169,9 +172,42 @@ def ceiling_threshold(p_test, y_test, g_test, n_cal_groups, target):
     q = np.where(mu < 0, -mu / (target - mu), 0.0)
     with np.errstate(divide="ignore"):
         bound = DELTA * np.exp(-n_cal_groups * np.log1p(-np.minimum(q, 1 - 1e-12)))
+    bound = np.minimum(bound, tilted_power_bound(R, n_cal_groups))
     pooled = 1.0 - FP.sum(axis=0) / np.maximum(A.sum(axis=0), 1e-300)
     ok = np.flatnonzero((mu < 0) & (bound >= 0.5) & (pooled >= target) & (A.sum(axis=0) > 0))
     return float(grid[ok.min()]) if ok.size else np.inf
+
+
+def tilted_power_bound(R, n):
+    """Per column of ``R`` (rows: the groups of P), the power under P^n of the most
+    powerful level-``DELTA`` test of "mean >= 0" against the null Q^n, where Q tilts P
+    exponentially-linearly, ``dQ/dP = 1 + theta (x - mu)`` with ``theta = -mu / var``, the
+    least-informative member of the null reachable from P (E_Q = 0). Any valid test has at
+    most this power at P (Neyman-Pearson). The test's critical value and power use the
+    normal approximation of the sum of n log-likelihood ratios; columns where the tilt is
+    not a density (``1 + theta (x - mu) <= 0`` at some group) or P is already in the null
+    get 1 (no bound)."""
+    from scipy.stats import norm
+
+    mu = R.mean(axis=0)
+    var = R.var(axis=0)
+    out = np.ones(R.shape[1])
+    live = (mu < 0) & (var > 0)
+    if not live.any():
+        return out
+    Rl, m, v = R[:, live], mu[live], var[live]
+    theta = -m / v
+    dq = 1.0 + theta[None, :] * (Rl - m[None, :])
+    ok = (dq > 1e-9).all(axis=0)
+    dq = np.where(dq > 1e-9, dq, 1.0)
+    llr = -np.log(dq)  # log dP/dQ per group
+    mp, vp = llr.mean(axis=0), llr.var(axis=0)
+    mq = (dq * llr).mean(axis=0)
+    vq = (dq * llr**2).mean(axis=0) - mq**2
+    crit = n * mq + norm.ppf(1 - DELTA) * np.sqrt(n * np.maximum(vq, 0))
+    power = norm.sf((crit - n * mp) / np.sqrt(n * np.maximum(vp, 1e-300)))
+    out[np.flatnonzero(live)] = np.where(ok, power, 1.0)
+    return out
 
 
 def group_precision(y, g, acc):
