@@ -171,7 +171,7 @@ def ner():
     if not rows:
         return _missing("ner_study_crfsuite_devtest.json", "python benchmarks/ner_study.py")
     rows += ["", "Brier x100 on WNUT-17 test. Commands: `python benchmarks/ner_study.py --models M "
-             "--skip-crossfit --n-resamples 500` (dev->test) and `--skip-devtest --skip-speed --folds 3 "
+             "--skip-crossfit --skip-speed --n-resamples 500` (dev->test) and `--skip-devtest --skip-speed --folds 3 "
              "--n-resamples 500` (crossfit), with M = crfsuite, chaincrf."]
     return "\n".join(rows) + "\n"
 
