@@ -155,6 +155,12 @@ def main(argv=None):
         rec = StructuredRecalibrator([kind], random_state=0).fit(pred_dev, dev.tags,
                                                                  groups=dev.document)
         out = rec.predict(pred_test, test.tags, groups=test.document)
+        # what the shift test decided for the test documents, and what falling back gives
+        shift = {"flagged": list(out.shifted), "maps": dict(out.fallback or {})}
+        if out.shifted:
+            fb = rec.set_params(shift_policy="fallback").predict(pred_test, test.tags,
+                                                                 groups=test.document)
+            rec.set_params(shift_policy="adapt")
     t = out.table
     spans = entity_table(t, "entity", scheme)
     y = t.outcome.astype(float)
@@ -174,6 +180,8 @@ def main(argv=None):
         "exact (structcal)": confidence_report(y, np.clip(t.raw, 0, 1), doc),
         "recalibrated (structcal default)": confidence_report(y, out.forecast, doc),
     }
+    if out.shifted:
+        conf["recalibrated, shift_policy='fallback'"] = confidence_report(y, fb.forecast, doc)
     docs = np.unique(dev.document)
     half = set(np.random.default_rng(2).permutation(docs)[: len(docs) // 2].tolist())
     a = np.flatnonzero([d in half for d in dev.document])
@@ -198,7 +206,8 @@ def main(argv=None):
               "entities_pipeline": f1(int(p_ok.sum()), len(pipe_rows)),
               "entities_structcal": f1(int(t.outcome.sum()), len(t)),
               "confidence": conf, "guarantee": guarantee,
-              "recalibration": {k: v["method"] for k, v in rec.selection_.items()}}
+              "recalibration": {k: v["method"] for k, v in rec.selection_.items()},
+              "shift": shift}
     text = json.dumps(result, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -198,6 +198,12 @@ def main(argv=None):
         rec = StructuredRecalibrator([kind], random_state=0).fit(pred_dev, dev.tags,
                                                                  groups=dev.document)
         out = rec.predict(pred_test, test.tags, groups=test.document)
+        # what the shift test decided for the test documents, and what falling back gives
+        shift = {"flagged": list(out.shifted), "maps": dict(out.fallback or {})}
+        if out.shifted:
+            fb = rec.set_params(shift_policy="fallback").predict(pred_test, test.tags,
+                                                                 groups=test.document)
+            rec.set_params(shift_policy="adapt")
     t = out.table
     spans = entity_table(t, "entity", tags)
     y = t.outcome.astype(float)
@@ -207,6 +213,8 @@ def main(argv=None):
     forecasts = {"mean token softmax": mean_sm, "min token softmax": min_sm,
                  "Viterbi path share": viterbi_share, "exact (structcal)": t.raw,
                  "recalibrated (structcal default)": out.forecast}
+    if out.shifted:
+        forecasts["recalibrated, shift_policy='fallback'"] = fb.forecast
     conf = {k: brier(y, np.clip(v, 0, 1), doc, np.random.default_rng(1)) for k, v in forecasts.items()}
 
     # guarantee: recalibrate on half of the dev documents, certify on the other half
@@ -232,7 +240,8 @@ def main(argv=None):
                             "max_abs_log_partition_difference": logz_err,
                             "n_sentences": len(ems_test)},
               "entities": f1, "confidence": conf, "guarantee": guarantee,
-              "recalibration": {k: v["method"] for k, v in rec.selection_.items()}}
+              "recalibration": {k: v["method"] for k, v in rec.selection_.items()},
+              "shift": shift}
     text = json.dumps(result, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n")
