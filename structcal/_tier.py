@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["SMALL_WORK", "LARGE_WORK", "SHARED_SECONDS_PER_STEP", "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
+__all__ = ["SMALL_WORK", "LARGE_WORK", "shared_seconds_per_step", "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
@@ -37,10 +37,15 @@ LARGE_WORK = 10_000_000
 #: NumPy seconds per step of chain inference (``benchmarks/bench_numpy_tier.py``), used
 #: to bill work between SMALL_WORK and LARGE_WORK
 SECONDS_PER_STEP = 4e-8
-#: ... of chain inference on a batch sharing one pairwise matrix, whose sum-product pass
-#: is one matrix product per step (SMALL_WORK and LARGE_WORK scale with the rate: the
-#: thresholds are NumPy seconds)
-SHARED_SECONDS_PER_STEP = 1.2e-8
+
+
+def shared_seconds_per_step(K: int) -> float:
+    """NumPy seconds per step (token x K x K) of chain inference on a batch sharing one
+    pairwise matrix, whose sum-product pass is one matrix product per position: a cost per
+    token plus one per step (fit to ``benchmarks/bench_numpy_tier.py``: 0.033 s for 20,000
+    tokens at K = 5, 0.069 s at K = 13, 0.096 s at K = 26). SMALL_WORK and LARGE_WORK scale
+    with the rate: the thresholds are NumPy seconds."""
+    return 7e-9 + 1.5e-6 / max(K, 1) ** 2
 #: NumPy seconds (summed over the processes of an install) spent on such work before the
 #: kernels are compiled instead (compiling the chain inference kernels takes 15-20 s on
 #: a 2-CPU machine, ``benchmarks/bench_startup.py --cold``)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validation import as_bool_array, as_int_array, check_int, check_offsets, describe
 from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError, PrecisionWarning
-from .._tier import SECONDS_PER_STEP, SHARED_SECONDS_PER_STEP, LazyModule, numpy_tier
+from .._tier import SECONDS_PER_STEP, LazyModule, numpy_tier, shared_seconds_per_step
 from ..potentials import ChainPotentials
 from . import _chain_numpy
 from ._chain_numpy import STATUS_FALLBACK, STATUS_INFEASIBLE, STATUS_OK, STATUS_PENDING
@@ -272,7 +272,7 @@ def infer(
     pw, stride = p._pairwise3()
     K = p.n_states
     if numpy_tier(p.n_tokens * K * K, kernel="inference/_chain.infer_batch",
-                  seconds_per_step=SHARED_SECONDS_PER_STEP if stride == 0 else SECONDS_PER_STEP):
+                  seconds_per_step=shared_seconds_per_step(K) if stride == 0 else SECONDS_PER_STEP):
         labels, scores, logz, marg, edge, status = _chain_numpy.infer(
             p.unary, p.offsets, p.edge_offsets, pw, stride, bool(map), marginals,
             bool(edge_marginals))
@@ -579,7 +579,8 @@ def constrained_log_partition(
     pw, stride = p._pairwise3()
     if numpy_tier(int(p.lengths[chains].sum()) * p.n_states * p.n_states,
                   kernel="inference/_chain.constrained_log_partition_batch",
-                  seconds_per_step=SHARED_SECONDS_PER_STEP if stride == 0 else SECONDS_PER_STEP):
+                  seconds_per_step=(shared_seconds_per_step(p.n_states) if stride == 0
+                                    else SECONDS_PER_STEP)):
         return _chain_numpy.constrained_log_partition(
             p.unary, p.offsets, p.edge_offsets, pw, stride, chains, q_offsets, positions, allowed)
     E, _, colmax, spread = _scaled_exponentials(pw, stride, True)
