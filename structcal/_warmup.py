@@ -4,8 +4,9 @@ On a first run (empty Numba cache) a command spends most of its time compiling k
 one after the other: Numba compiles on one thread, under a process-wide lock. The steps
 of a command need different kernels (chain inference first; k-best lists, k-NN
 forecasters and calibration metrics later), so :func:`start` compiles the later steps'
-kernels in a second process, which writes them to the on-disk cache while this process
-compiles the first step's. When this process reaches a kernel of a group the second
+kernels in other processes (two *lanes* of groups of about equal compile time,
+:func:`lanes_of`, so that the longest group does not wait behind the others), which
+write them to the on-disk cache while this process compiles the first step's. When this process reaches a kernel of a group the second
 process is compiling, it waits for that group and then loads the kernel from the cache.
 
 Each *group* runs a small representative workload through the same public functions a
@@ -33,7 +34,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["GROUPS", "run", "start", "Background"]
+__all__ = ["GROUPS", "run", "start", "Background", "Lanes", "lanes_of"]
 
 
 def _kbest():
@@ -117,7 +118,7 @@ class Background:
     at the end (it waits for the process).
     """
 
-    def __init__(self, groups):
+    def __init__(self, groups, *, install=True):
         from . import _numba
 
         self.groups = tuple(groups)
@@ -128,7 +129,8 @@ class Background:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True,
         )
-        _numba.set_before_compile(self._before_compile)
+        if install:
+            _numba.set_before_compile(self._before_compile)
 
     def _before_compile(self, dispatcher):
         group = group_of(dispatcher.py_func)
@@ -168,6 +170,70 @@ class Background:
             _numba.set_before_compile(None)
 
 
+class Lanes:
+    """Several :class:`Background` processes, each compiling its own groups (a *lane*), so
+    that the longest group does not wait behind the others. The groups of different lanes
+    cover different functions, so the processes never compile the same function (see the
+    module notes)."""
+
+    def __init__(self, lanes):
+        from . import _numba
+
+        self.parts = [Background(lane, install=False) for lane in lanes]
+        self.groups = tuple(g for lane in lanes for g in lane)
+        _numba.set_before_compile(self._before_compile)
+
+    def _before_compile(self, dispatcher):
+        group = group_of(dispatcher.py_func)
+        if group is not None:
+            self.wait_for(group)
+
+    def wait_for(self, group):
+        """Block until ``group`` is compiled (or its process has ended)."""
+        for part in self.parts:
+            part.wait_for(group)
+
+    def detach(self):
+        """Stop waiting for the processes (they finish on their own)."""
+        from . import _numba
+
+        _numba.set_before_compile(None)
+        for part in self.parts:
+            part.proc.stdout.close()
+
+    def close(self):
+        """Wait for every group and every process; compile as usual after."""
+        from . import _numba
+
+        try:
+            for part in self.parts:
+                for group in part.groups:
+                    part.wait_for(group)
+                part.proc.wait()
+                part.proc.stdout.close()
+        finally:
+            _numba.set_before_compile(None)
+
+
+#: Seconds each group takes to compile on an empty cache (``python -m structcal._warmup
+#: GROUP``, 2-CPU machine), used to split groups between two processes
+COMPILE_SECONDS = {"kbest": 4.7, "forecasters": 9.5, "metrics": 5.7}
+
+
+def lanes_of(groups, n_lanes=2):
+    """Split ``groups`` into at most ``n_lanes`` lanes of about equal compile time: the
+    longest groups first, each to the least loaded lane; within a lane, the given order
+    (the order in which a command needs them)."""
+    load = [0.0] * max(1, min(n_lanes, len(groups)))
+    where = {}
+    for g in sorted(groups, key=lambda g: -COMPILE_SECONDS.get(g, 1.0)):
+        i = min(range(len(load)), key=load.__getitem__)
+        where[g] = i
+        load[i] += COMPILE_SECONDS.get(g, 1.0)
+    return [lane for lane in ([g for g in groups if where[g] == i] for i in range(len(load)))
+            if lane]
+
+
 def _n_cpus():
     try:
         return len(os.sched_getaffinity(0))
@@ -195,6 +261,11 @@ def start(groups, verbose=True):
     missing = [g for g in groups if not _probe_cached(g)]
     if not missing:
         return None
+    lanes = lanes_of(missing)
+    if len(lanes) > 1:
+        message(f"compiling the kernels of later steps ({', '.join(missing)}) in "
+                f"{len(lanes)} other processes ...", verbose)
+        return Lanes(lanes)
     message(f"compiling the kernels of later steps ({', '.join(missing)}) in a second "
             "process ...", verbose)
     return Background(missing)

@@ -94,8 +94,11 @@ class _FakeProc:
         self.waited = True
 
 
+_BACKGROUND = _warmup.Background
+
+
 def _background(text, groups=("kbest", "forecasters", "metrics")):
-    b = object.__new__(_warmup.Background)
+    b = object.__new__(_BACKGROUND)
     b.groups, b.done, b.proc = tuple(groups), set(), _FakeProc(text)
     b._lock = threading.Lock()
     return b
@@ -170,3 +173,31 @@ def test_first_demo_run_compiles_no_covered_kernel_itself(tmp_path):
                          text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_lanes_split_the_groups_by_compile_time_and_wait_in_each(monkeypatch):
+    assert _warmup.lanes_of(["kbest", "forecasters", "metrics"]) == [["forecasters"],
+                                                                     ["kbest", "metrics"]]
+    assert _warmup.lanes_of(["kbest"]) == [["kbest"]]
+    assert _warmup.lanes_of([]) == []
+    started = []
+
+    def fake(groups, install=True):
+        started.append((tuple(groups), install))
+        return _background("".join(f"done {g}\n" for g in groups), groups)
+
+    monkeypatch.setattr(_warmup, "Background", fake)
+    monkeypatch.setattr(_warmup, "_probe_cached", lambda g: False)
+    monkeypatch.setattr(_warmup, "_n_cpus", lambda: 2)
+    monkeypatch.delenv("STRUCTCAL_WARMUP", raising=False)
+    lanes = _warmup.start(["kbest", "forecasters", "metrics"], verbose=False)
+    try:
+        assert isinstance(lanes, _warmup.Lanes)
+        assert started == [(("forecasters",), False), (("kbest", "metrics"), False)]
+        assert _numba._before_compile == lanes._before_compile
+        lanes.wait_for("metrics")  # reads only the lane compiling it
+        assert lanes.parts[1].done == {"kbest", "metrics"} and lanes.parts[0].done == set()
+    finally:
+        lanes.close()
+    assert _numba._before_compile is None
+    assert all(p.proc.waited for p in lanes.parts)
