@@ -10,7 +10,7 @@ run in NumPy when their work, counted in elementary steps, is at most
 :data:`SMALL_WORK`, and in the kernels otherwise. Both give the same results: labels,
 neighbours and test statistics identical, probabilities equal up to rounding.
 
-Chain inference, lexicon lookups, isotonic fits and the shift test's statistics between
+Chain inference, lexicon lookups and isotonic fits between
 :data:`SMALL_WORK` and :data:`LARGE_WORK` follow a rent-or-buy rule: they run in the
 kernels when these are already compiled on this machine (their
 entry in the on-disk cache), and otherwise in NumPy, billing the estimated NumPy time to
