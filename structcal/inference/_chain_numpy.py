@@ -217,12 +217,12 @@ def _forward_backward_scaled(P, edge):
             if edge is not None:
                 live = np.flatnonzero(act & ok)
                 if live.size:  # p(y_t = i, y_t+1 = j) = a[t, i] E[i, j] w[j]
-                    edge[P.e0[live] + t] = (A[live, t][:, :, None] * E[None]
-                                            * w[live][:, None, :])
+                    edge[P.e0[live] + t] = np.minimum(A[live, t][:, :, None] * E[None]
+                                                      * w[live][:, None, :], 1.0)
             with np.errstate(over="ignore", invalid="ignore"):
                 beta = np.where(act[:, None], w @ ET, 1.0)
-        with np.errstate(invalid="ignore"):
-            marg[:, t] = A[:, t] * beta
+        with np.errstate(invalid="ignore"):  # clamped at 1 as the kernels clamp: a
+            marg[:, t] = np.minimum(A[:, t] * beta, 1.0)  # near-certain label rounds past
     with np.errstate(invalid="ignore"):
         first = marg[:, 0].sum(axis=1) if T else np.ones(B)
     ok &= (P.lengths == 0) | (np.abs(first - 1.0) < 1e-6) | (logz == -np.inf)
