@@ -164,8 +164,19 @@ class ClassifierParamsMixin(ParamsMixin):
         """
         import numpy as np
 
-        right = np.asarray(self.predict(X)) == np.asarray(y).ravel()
-        return float(np.average(right, weights=sample_weight))
+        from ._validation import as_float_array
+
+        pred = np.asarray(self.predict(X))
+        truth = np.asarray(y)
+        if truth.ndim != 1 or truth.shape[0] != pred.shape[0]:
+            raise ParameterError(f"`y` must hold one label per sample of `X` "
+                                 f"({pred.shape[0]}); got shape {truth.shape}")
+        w = None
+        if sample_weight is not None:
+            w = as_float_array(sample_weight, "sample_weight", ndim=1, shape=pred.shape)
+            if (w < 0).any() or not w.sum() > 0:
+                raise ParameterError("`sample_weight` must be >= 0 with a positive sum")
+        return float(np.average(pred == truth, weights=w))
 
     def __sklearn_tags__(self):
         from sklearn.utils import ClassifierTags, Tags, TargetTags

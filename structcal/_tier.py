@@ -42,9 +42,10 @@ SECONDS_PER_STEP = 4e-8
 def shared_seconds_per_step(K: int) -> float:
     """NumPy seconds per step (token x K x K) of chain inference on a batch sharing one
     pairwise matrix, whose sum-product pass is one matrix product per position: a cost per
-    token plus one per step (fit to ``benchmarks/bench_numpy_tier.py``: 0.033 s for 20,000
-    tokens at K = 5, 0.069 s at K = 13, 0.096 s at K = 26). SMALL_WORK and LARGE_WORK scale
-    with the rate: the thresholds are NumPy seconds."""
+    token plus one per step, fit to ``benchmarks/bench_numpy_tier.py`` (20,000 tokens:
+    0.025-0.033 s at K = 5, 0.050-0.069 s at K = 13, 0.096-0.097 s at K = 26 in two runs;
+    the rate errs on the high side, by up to 30%). SMALL_WORK and LARGE_WORK scale with the
+    rate: the thresholds are NumPy seconds."""
     return 7e-9 + 1.5e-6 / max(K, 1) ** 2
 #: NumPy seconds (summed over the processes of an install) spent on such work before the
 #: kernels are compiled instead (compiling the chain inference kernels takes 15-20 s on

@@ -111,7 +111,41 @@ def _probe_cached(group):
     return has_cache_entries(probe)
 
 
-class Background:
+class _Compiling:
+    """What :class:`Background` and :class:`Lanes` share: the hook that makes a kernel of
+    a group wait for it, and the end (``detach`` or ``close``) of every process."""
+
+    def _parts(self):
+        return [self]
+
+    def _before_compile(self, dispatcher):
+        group = group_of(dispatcher.py_func)
+        if group is not None:
+            self.wait_for(group)
+
+    def detach(self):
+        """Stop waiting for the processes (they finish on their own); compile as usual."""
+        from . import _numba
+
+        _numba.set_before_compile(None)
+        for part in self._parts():
+            part.proc.stdout.close()
+
+    def close(self):
+        """Wait for every group and every process to exit; compile as usual after."""
+        from . import _numba
+
+        try:
+            for part in self._parts():
+                for group in part.groups:
+                    part.wait_for(group)
+                part.proc.wait()
+                part.proc.stdout.close()
+        finally:
+            _numba.set_before_compile(None)
+
+
+class Background(_Compiling):
     """A second process compiling ``groups`` (see the module notes).
 
     Use :meth:`wait_for` before compiling a kernel of one of its groups and :meth:`close`
@@ -132,11 +166,6 @@ class Background:
         if install:
             _numba.set_before_compile(self._before_compile)
 
-    def _before_compile(self, dispatcher):
-        group = group_of(dispatcher.py_func)
-        if group is not None:
-            self.wait_for(group)
-
     def wait_for(self, group):
         """Block until ``group`` is compiled (or the process has ended)."""
         if group not in self.groups:
@@ -150,27 +179,8 @@ class Background:
                 elif line.startswith("done "):
                     self.done.add(line.split()[1])
 
-    def detach(self):
-        """Stop waiting for the process (it finishes on its own); compile as usual."""
-        from . import _numba
 
-        _numba.set_before_compile(None)
-        self.proc.stdout.close()
-
-    def close(self):
-        """Wait for every group and for the process to exit; compile as usual after."""
-        from . import _numba
-
-        try:
-            for group in self.groups:
-                self.wait_for(group)
-            self.proc.wait()
-            self.proc.stdout.close()
-        finally:
-            _numba.set_before_compile(None)
-
-
-class Lanes:
+class Lanes(_Compiling):
     """Several :class:`Background` processes, each compiling its own groups (a *lane*), so
     that the longest group does not wait behind the others. The groups of different lanes
     cover different functions, so the processes never compile the same function (see the
@@ -183,36 +193,13 @@ class Lanes:
         self.groups = tuple(g for lane in lanes for g in lane)
         _numba.set_before_compile(self._before_compile)
 
-    def _before_compile(self, dispatcher):
-        group = group_of(dispatcher.py_func)
-        if group is not None:
-            self.wait_for(group)
+    def _parts(self):
+        return self.parts
 
     def wait_for(self, group):
         """Block until ``group`` is compiled (or its process has ended)."""
         for part in self.parts:
             part.wait_for(group)
-
-    def detach(self):
-        """Stop waiting for the processes (they finish on their own)."""
-        from . import _numba
-
-        _numba.set_before_compile(None)
-        for part in self.parts:
-            part.proc.stdout.close()
-
-    def close(self):
-        """Wait for every group and every process; compile as usual after."""
-        from . import _numba
-
-        try:
-            for part in self.parts:
-                for group in part.groups:
-                    part.wait_for(group)
-                part.proc.wait()
-                part.proc.stdout.close()
-        finally:
-            _numba.set_before_compile(None)
 
 
 #: Seconds each group takes to compile on an empty cache (``python -m structcal._warmup

@@ -660,5 +660,10 @@ print([m for m in ("sklearn", "scipy.stats") if m in sys.modules])
     cal = fitted["platt"]
     assert is_classifier(cal) and is_classifier(fitted["online"])
     assert cal.score(s, y) == pytest.approx(float(np.mean(cal.predict(s) == y)))
+    # score checks its inputs: no broadcasting of a short y, no NaN or misaligned weights
+    for bad in ((s, y[:1]), (s, y[:10]), (s, y[:, None]), (s, y, np.full(400, np.nan)),
+                (s, y, np.ones(3)), (s, y, -np.ones(400))):
+        with pytest.raises(ParameterError):
+            cal.score(*bad)
     with pytest.raises(NotFittedError):
         PlattScaling().predict_proba(s)
