@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["SMALL_WORK", "LARGE_WORK", "shared_seconds_per_step", "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
+__all__ = ["SMALL_WORK", "LARGE_WORK", "shared_seconds_per_step", "kbest_seconds_per_step", "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
@@ -47,6 +47,20 @@ def shared_seconds_per_step(K: int) -> float:
     the rate errs on the high side, by up to 30%). SMALL_WORK and LARGE_WORK scale with the
     rate: the thresholds are NumPy seconds."""
     return 7e-9 + 1.5e-6 / max(K, 1) ** 2
+
+
+def kbest_seconds_per_step(K: int, k: int) -> float:
+    """NumPy seconds per step (token x K x K x k) of k-best lists, for k <= 8 (rounds of
+    argmax over each state's candidates): a constant plus a term in ``1 / K**2``, fit to
+    timings of batches of 25,000 tokens (k = 2, 3 and 8, shared and
+    per-edge matrices; per step 2.1-3.4e-8 at K = 5, 1.1-1.5e-8 at K = 13, 0.7-1.2e-8 at
+    K = 26; the rate errs on the high side). Past k = 8 the NumPy path sorts the
+    candidates: the default rate."""
+    if k > 8:
+        return SECONDS_PER_STEP
+    return 1.2e-8 + 6e-7 / max(K, 1) ** 2
+
+
 #: NumPy seconds (summed over the processes of an install) spent on such work before the
 #: kernels are compiled instead (compiling the chain inference kernels takes 15-20 s on
 #: a 2-CPU machine, ``benchmarks/bench_startup.py --cold``)

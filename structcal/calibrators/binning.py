@@ -6,9 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._tier import LazyModule
 from .._validation import check_int, check_option
-from ..metrics import _kernels as _metric_kernels
+from ..metrics import _binning
 from ._base import ScoreCalibrator
+
+_metric_kernels = LazyModule("structcal.metrics._kernels")  # Numba: imported on first use
 
 __all__ = ["HistogramBinning", "BinnedMap"]
 
@@ -50,7 +53,7 @@ class BinnedMap:
     def bins(self, s) -> np.ndarray:
         """Bin index of each score."""
         s = np.ascontiguousarray(s, dtype=np.float64)
-        return _metric_kernels.bin_index(s, self.bin_edges, self.uniform)
+        return _binning.bin_index(s, self.bin_edges, self.uniform)
 
     def __call__(self, s):
         """Calibrated probabilities of scores ``s``."""
@@ -109,13 +112,13 @@ class HistogramBinning(ScoreCalibrator):
     def _fit_column(self, s, outcome, w, column):
         uniform = self.strategy == "uniform"
         if uniform:
-            edges = _metric_kernels.uniform_edges(self.n_bins)
+            edges = _binning.uniform_edges(self.n_bins)
         else:
             order = np.argsort(s)
             edges = _metric_kernels.sorted_quantile_edges(s[order], w[order], True, self.n_bins)
-        stats = _metric_kernels.bin_stats(s, outcome, w, True, edges, uniform, False)
-        counts = stats[_metric_kernels.STAT_W]
+        stats = _binning.bin_stats(s, outcome, w, True, edges, uniform, False)
+        counts = stats[_binning.STAT_W]
         mid = 0.5 * (edges[:-1] + edges[1:])
         with np.errstate(invalid="ignore", divide="ignore"):
-            values = np.where(counts > 0, stats[_metric_kernels.STAT_Y] / counts, mid)
+            values = np.where(counts > 0, stats[_binning.STAT_Y] / counts, mid)
         return BinnedMap(edges, values, uniform)

@@ -44,6 +44,9 @@ _DEFAULT_MAX_ITER = {"likelihood": 1000, "max_margin": 500}
 # about a quarter of a Frank-Wolfe pass) every this many passes, and at the last one
 _GAP_CHECK_EVERY = 5
 _DEFAULT_TOL = {"likelihood": 1e-5, "max_margin": 1e-2}
+#: Tokens per block when a dense feature map feeds the unary scores (about 1,000 rows of
+#: OCR features, 6 MB, were fastest: 0.11 s for 21,000 letters against 0.6 s at once)
+_UNARY_BLOCK_ROWS = 1024
 # chains per work item of the likelihood kernel: fixed, so results do not depend on the
 # number of threads; below _PARALLEL_MIN_CHAINS chains the serial driver is used (a
 # parallel region costs more than it saves there, and idle OpenMP workers spinning
@@ -681,14 +684,29 @@ class ChainCRF(io.SaveLoadMixin, ParamsMixin):
     def _potentials_flat(self, X, lengths):
         check_fitted(self, "coef_")
         flat, offsets, as_list = _sequences_iv(X, lengths)
-        Z = self._transform(flat)
-        U = np.asarray(Z @ self.coef_.T)
-        U += self.intercept_
+        U = self._unary(flat)
         p = ChainPotentials.from_scores(
             U, np.diff(offsets), self.transitions_,
             self.start_ if self.start_end else None, self.end_ if self.start_end else None,
         )
         return p, as_list
+
+    def _unary(self, flat):
+        """Unary scores ``features(flat) @ coef_.T + intercept_``.
+
+        A dense feature map is applied a block of tokens at a time: its output for every
+        token at once would be written to memory and read back (for 37,000 OCR letters,
+        800 features each: 240 MB), while a block stays in the cache.
+        """
+        if self.features_ is None or issparse(flat) or flat.shape[0] <= _UNARY_BLOCK_ROWS:
+            U = np.asarray(self._transform(flat) @ self.coef_.T)
+        else:
+            U = np.empty((flat.shape[0], self.coef_.shape[0]))
+            for a in range(0, flat.shape[0], _UNARY_BLOCK_ROWS):
+                b = a + _UNARY_BLOCK_ROWS
+                np.matmul(self._transform(flat[a:b]), self.coef_.T, out=U[a:b])
+        U += self.intercept_
+        return U
 
     def potentials(self, X, lengths=None) -> ChainPotentials:
         """Chain potentials of the given chains (the input to every inference routine).

@@ -61,12 +61,14 @@ class _Padded:
         out.pw, out.stride, out.e0 = self.pw, self.stride, self.e0[idx]
         return out
 
-    def matrix(self, t):
-        """The pairwise matrix of edge ``t`` (positions ``t``, ``t + 1``) of each chain:
-        ``(n_chains, K, K)``, or ``(1, K, K)`` when the batch shares one."""
+    def matrix(self, t, chains=None):
+        """The pairwise matrix of edge ``t`` (positions ``t``, ``t + 1``) of each chain (or
+        of the ``chains`` given): ``(n_chains, K, K)``, or ``(1, K, K)`` when the batch
+        shares one."""
         if self.stride == 0:
             return self.pw[:1]
-        e = np.minimum(self.e0 + t, self.pw.shape[0] - 1)  # past a chain's end: unused
+        e0 = self.e0 if chains is None else self.e0[chains]
+        e = np.minimum(e0 + t, self.pw.shape[0] - 1)  # past a chain's end: unused
         return self.pw[e]
 
 
@@ -287,6 +289,53 @@ def viterbi(P):
     return lab, scores
 
 
+def _top(x, k):
+    """Indices and values of the ``k`` largest entries along the last axis of ``x``, in
+    decreasing order, equal values in index order (a stable sort of ``-x``). For small
+    ``k``, ``k`` rounds of ``argmax`` (which returns the first maximum) with the winner
+    masked to ``-inf``: the same entries in the same order, without sorting every row
+    (past the last finite entry the indices may differ; callers ignore them there).
+    Overwrites ``x``."""
+    if k > 8:
+        order = np.argsort(-x, axis=-1, kind="stable")[..., :k]
+        return order, np.take_along_axis(x, order, axis=-1)
+    order = np.empty(x.shape[:-1] + (k,), dtype=np.int64)
+    top = np.empty(x.shape[:-1] + (k,))
+    for q in range(k):
+        i = np.argmax(x, axis=-1)[..., None]
+        order[..., q:q + 1] = i
+        top[..., q:q + 1] = np.take_along_axis(x, i, axis=-1)
+        if q + 1 < k:
+            np.put_along_axis(x, i, -np.inf, axis=-1)
+    return order, top
+
+
+def _top2_step(prev, mat):
+    """:func:`_top` of the candidates ``prev[i, r0] + mat[i, j]`` of every state ``j``
+    (index ``2 i + r0``) for ``k = 2``, from ``K`` candidates per state instead of ``2 K``.
+
+    ``prev[i, 0] >= prev[i, 1]``, so the best is ``(i*, 0)`` with ``i*`` the first
+    maximiser of ``prev[i, 0] + mat[i, j]``, and the second is the first maximum among
+    ``(i, 0)`` for ``i != i*`` and ``(i*, 1)``: a candidate ``(i, 1)`` with ``i != i*``
+    never beats ``(i, 0)``, which comes before it. Putting ``(i*, 1)`` in the place of
+    ``(i*, 0)`` keeps the index order of these candidates, so ``argmax`` (the first
+    maximum) breaks ties as the stable sort does.
+    """
+    n, K = prev.shape[0], prev.shape[1]
+    a = prev[:, :, 0][:, :, None] + mat  # (chain, i, j)
+    best = np.argmax(a, axis=1)[:, None, :]  # (chain, 1, j)
+    top = np.empty((n, K, 2))
+    top[:, :, 0] = np.take_along_axis(a, best, axis=1)[:, 0]
+    second = np.take_along_axis(prev[:, :, 1][:, :, None] + mat, best, axis=1)  # (i*, 1)
+    np.put_along_axis(a, best, second, axis=1)
+    runner = np.argmax(a, axis=1)  # (chain, j)
+    top[:, :, 1] = np.take_along_axis(a, runner[:, None, :], axis=1)[:, 0]
+    order = np.empty((n, K, 2), dtype=np.int64)
+    order[:, :, 0] = 2 * best[:, 0]
+    order[:, :, 1] = 2 * runner + (runner == best[:, 0])
+    return order, top
+
+
 def kbest(unary, offsets, edge_offsets, pw, stride, k):
     """``(labels (k, n_tokens), scores (n_chains, k), found)`` as :func:`_chain.kbest_batch`:
     equal scores in the order the kernel's recursion meets them."""
@@ -304,24 +353,26 @@ def kbest(unary, offsets, edge_offsets, pw, stride, k):
     if T == 0:
         return labels, scores, found
     S = np.full((B, T, K, k), -np.inf)
-    BI = np.full((B, T, K, k), -1, dtype=np.int64)
-    BR = np.full((B, T, K, k), -1, dtype=np.int64)
+    # back pointers: the candidate index i * k + r0 of each kept prefix (read only along
+    # finite paths)
+    BP = np.zeros((B, T, K, k), dtype=np.int64)
     S[:, 0, :, 0] = P.U[:, 0]
     for t in range(1, T):
-        # candidates for state j: S[t-1, i, r0] + pw[i, j], met in (i, r0) order
-        cand = S[:, t - 1][:, :, :, None] + P.matrix(t - 1)[:, :, None, :]  # (B, i, r0, j)
-        cand = np.moveaxis(cand, 3, 1).reshape(B, K, K * k)
-        order = np.argsort(-cand, axis=2, kind="stable")[:, :, :k]
-        top = np.take_along_axis(cand, order, axis=2)
-        ok = top > -np.inf
-        S[:, t] = np.where((P.lengths > t)[:, None, None], top + P.U[:, t][:, :, None], -np.inf)
-        BI[:, t] = np.where(ok, order // k, -1)
-        BR[:, t] = np.where(ok, order % k, -1)
+        live = np.flatnonzero(P.lengths > t)  # chains past their end keep -inf scores
+        if k == 2:
+            order, top = _top2_step(S[live, t - 1], P.matrix(t - 1, live))
+        else:
+            mt = np.swapaxes(P.matrix(t - 1, live), 1, 2)[:, :, :, None]
+            # candidates for state j: S[t-1, i, r0] + pw[i, j], met in (i, r0) order
+            cand = np.empty((live.shape[0], K, K, k))
+            np.add(S[live, t - 1][:, None, :, :], mt, out=cand)  # (chain, j, i, r0)
+            order, top = _top(cand.reshape(live.shape[0], K, K * k), k)
+        top += P.U[live, t][:, :, None]
+        S[live, t] = top
+        BP[live, t] = order
     rows = np.arange(B)
     last = np.maximum(P.lengths - 1, 0)
-    fin = S[rows, last].reshape(B, K * k)
-    order = np.argsort(-fin, axis=1, kind="stable")[:, :k]
-    val = np.take_along_axis(fin, order, axis=1)
+    order, val = _top(S[rows, last].reshape(B, K * k), k)
     live = ~empty
     scores[live] = val[live]
     found[live] = (val[live] > -np.inf).sum(axis=1)
@@ -334,7 +385,8 @@ def kbest(unary, offsets, edge_offsets, pw, stride, k):
             at = ok & (t <= last)
             y[at, t] = j[at]
             if t > 0:
-                j, r = np.where(at, BI[rows, t, j, r], j), np.where(at, BR[rows, t, j, r], r)
+                back = BP[rows, t, j, r]
+                j, r = np.where(at, back // k, j), np.where(at, back % k, r)
         out = np.full((B, T), -1, dtype=np.int64)
         out[ok] = y[ok]
         labels[q] = out[P.valid]

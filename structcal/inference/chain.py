@@ -15,7 +15,9 @@ import numpy as np
 
 from .._validation import as_bool_array, as_int_array, check_int, check_offsets, describe
 from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError, PrecisionWarning
-from .._tier import SECONDS_PER_STEP, LazyModule, numpy_tier, shared_seconds_per_step
+from .._tier import (
+    SECONDS_PER_STEP, LazyModule, kbest_seconds_per_step, numpy_tier, shared_seconds_per_step,
+)
 from ..potentials import ChainPotentials
 from . import _chain_numpy
 from ._chain_numpy import STATUS_FALLBACK, STATUS_INFEASIBLE, STATUS_OK, STATUS_PENDING
@@ -405,8 +407,8 @@ def kbest(potentials: ChainPotentials, k: int = 2) -> KBestResult:
     p = _check_potentials(potentials)
     k = check_int(k, "k", low=1)
     pw, stride = p._pairwise3()
-    if numpy_tier(p.n_tokens * p.n_states * p.n_states * k,
-                  kernel="inference/_chain.kbest_batch"):
+    if numpy_tier(p.n_tokens * p.n_states * p.n_states * k, kernel="inference/_chain.kbest_batch",
+                  seconds_per_step=kbest_seconds_per_step(p.n_states, k)):
         labels, scores, found = _chain_numpy.kbest(p.unary, p.offsets, p.edge_offsets, pw, stride, k)
         return KBestResult(labels=labels, scores=scores, n_found=found)
     labels = np.full((k, p.n_tokens), -1, dtype=np.int64)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validation import as_float_array, check_int, check_option, describe
 from ..exceptions import ParameterError, ParameterTypeError
-from . import _kernels
+from . import _binning
 
 __all__ = [
     "SparseBinsWarning",
@@ -60,7 +60,7 @@ def check_binary_outcomes(y_true, name: str = "y_true", *, n: int | None = None)
         )
     if arr.ndim == 1 and arr.dtype in _FAST_OUTCOME_DTYPES and (n is None or arr.shape[0] == n):
         out = np.empty(arr.shape[0])
-        if _kernels.binary_as_float(arr, out):  # one pass; else the checks below say why
+        if _binning.binary_as_float(arr, out):  # one pass; else the checks below say why
             return out
     out = as_float_array(arr, name, ndim=1)
     if n is not None and out.shape[0] != n:
@@ -80,7 +80,7 @@ def check_probabilities(y_prob, name: str = "y_prob") -> np.ndarray:
     """Return forecasts as float64: (n,) probabilities or (n, K) rows on the simplex."""
     if (
         isinstance(y_prob, np.ndarray) and y_prob.dtype == np.float64 and y_prob.ndim == 1
-        and y_prob.size and y_prob.flags.c_contiguous and _kernels.all_probabilities(y_prob)
+        and y_prob.size and y_prob.flags.c_contiguous and _binning.all_probabilities(y_prob)
     ):
         return y_prob  # one pass; else the checks below say what is wrong
     arr = as_float_array(y_prob, name, allow_empty=False)

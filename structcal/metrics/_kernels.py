@@ -12,9 +12,7 @@ sum of w*s**2 and sum of w*s*y.
 import numpy as np
 
 from .._numba import kernel, parallel_kernel, prange
-
-STAT_W, STAT_S, STAT_Y, STAT_SS, STAT_SY = 0, 1, 2, 3, 4
-N_STATS = 5
+from ._binning import N_STATS, STAT_S, STAT_SS, STAT_SY, STAT_W, STAT_Y
 
 
 @kernel

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._validation import check_float, check_int, check_option, check_random_state
 from ..exceptions import ParameterError
-from . import _kernels
+from . import _binning
 
 __all__ = [
     "ReliabilityTable",
@@ -75,11 +75,11 @@ class ReliabilityTable:
 
     @classmethod
     def _from_stats(cls, edges: np.ndarray, stats: np.ndarray) -> ReliabilityTable:
-        counts = stats[_kernels.STAT_W].copy()
+        counts = stats[_binning.STAT_W].copy()
         with np.errstate(invalid="ignore", divide="ignore"):
             nonempty = counts > 0
-            mf = np.where(nonempty, stats[_kernels.STAT_S] / np.where(nonempty, counts, 1), np.nan)
-            mo = np.where(nonempty, stats[_kernels.STAT_Y] / np.where(nonempty, counts, 1), np.nan)
+            mf = np.where(nonempty, stats[_binning.STAT_S] / np.where(nonempty, counts, 1), np.nan)
+            mo = np.where(nonempty, stats[_binning.STAT_Y] / np.where(nonempty, counts, 1), np.nan)
         return cls(np.asarray(edges, dtype=np.float64).copy(), counts, mf, mo)
 
 

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
+from .._tier import LazyModule
 from .._validation import as_float_array, check_float, check_int, check_option
 from ..exceptions import ParameterError
-from . import _kernels
+from . import _binning
 from ._inputs import Columns, binary_columns, check_n_bins, warn_sparse_bins
 from ._results import (
     ConfidenceInterval,
@@ -46,6 +46,8 @@ from ._results import (
     check_bootstrap_args,
     check_statistic,
 )
+
+_kernels = LazyModule("structcal.metrics._kernels")  # Numba kernels: imported on first use
 
 __all__ = [
     "CalibrationErrorResult",
@@ -65,6 +67,8 @@ _EMPTY = np.zeros(1)
 
 def _n_chunks(n_resamples: int) -> int:
     """Parallel chunks for the bootstrap drivers (each holds one weight buffer)."""
+    import numba  # (the bootstrap runs the kernels: Numba is imported by then)
+
     return int(max(1, min(n_resamples, numba.get_num_threads())))
 
 
@@ -363,7 +367,7 @@ class _BinnedSpec:
     def edges(self, c):
         s = self.columns.scores[c]
         if not self.quantile:
-            return _kernels.uniform_edges(self.n_bins)
+            return _binning.uniform_edges(self.n_bins)
         w, use_w = _weights(self.columns)
         if use_w:
             order = np.argsort(s)
@@ -378,11 +382,11 @@ class _BinnedSpec:
         j = self._column_index()
         for c in range(self.columns.n_columns):
             edges = self.edges(c)
-            stats = _kernels.bin_stats(
+            stats = _binning.bin_stats(
                 self.columns.scores[c], self.columns.outcomes[c], w, use_w,
                 edges, not self.quantile, self.convex,
             )
-            summary = _kernels.summarize_bins(stats)
+            summary = _binning.summarize_bins(stats)
             tables.append(ReliabilityTable._from_stats(edges, stats))
             est.append(summary[j])
             mx.append(summary[1])

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._tier import LazyModule
 from .._validation import check_option
 from ..exceptions import ParameterError
-from . import _kernels
+from . import _binning
 from ._inputs import (
     check_binary_outcomes,
     check_n_bins,
@@ -38,6 +39,8 @@ from ._inputs import (
     warn_sparse_bins,
 )
 from ._results import ReliabilityTable
+
+_kernels = LazyModule("structcal.metrics._kernels")  # Numba kernels: imported on first use
 
 __all__ = [
     "BrierDecomposition",
@@ -151,15 +154,15 @@ def _binned_input(y_true, y_prob, n_bins, strategy, sample_weight):
     use_w = w is not None
     wk = w if use_w else _EMPTY
     if strategy == "uniform":
-        edges = _kernels.uniform_edges(nb)
+        edges = _binning.uniform_edges(nb)
     else:
         order = np.argsort(p)
         edges = _kernels.sorted_quantile_edges(
             p[order], wk[order] if use_w else wk, use_w, nb
         )
-    stats = _kernels.bin_stats(p, y, wk, use_w, edges,
+    stats = _binning.bin_stats(p, y, wk, use_w, edges,
                                strategy == "uniform", False)
-    total = stats[_kernels.STAT_W].sum()
+    total = stats[_binning.STAT_W].sum()
     return p, y, w, edges, stats, total
 
 
@@ -221,12 +224,12 @@ def brier_decomposition(
     f = table.mean_forecast[nonempty]
     t = table.mean_outcome[nonempty]
     frac = nb / total
-    ybar = stats[_kernels.STAT_Y].sum() / total
-    var_p = stats[_kernels.STAT_SS][nonempty] / nb - f * f
-    cov_py = stats[_kernels.STAT_SY][nonempty] / nb - f * t
+    ybar = stats[_binning.STAT_Y].sum() / total
+    var_p = stats[_binning.STAT_SS][nonempty] / nb - f * f
+    cov_py = stats[_binning.STAT_SY][nonempty] / nb - f * t
     # mean of (p - y)^2 = mean(p^2) - 2 mean(p y) + mean(y) for 0/1 outcomes
-    brier = (stats[_kernels.STAT_SS].sum() - 2.0 * stats[_kernels.STAT_SY].sum()
-             + stats[_kernels.STAT_Y].sum()) / total
+    brier = (stats[_binning.STAT_SS].sum() - 2.0 * stats[_binning.STAT_SY].sum()
+             + stats[_binning.STAT_Y].sum()) / total
     return BrierDecomposition(
         brier=float(max(brier, 0.0)),
         reliability=float(np.sum(frac * (f - t) ** 2)),
@@ -255,7 +258,7 @@ def _entropy(t):
 
 
 def _log_loss_within_bins(p, y, w, losses, edges, strategy, nonempty, frac, t, kl):
-    bins = _kernels.bin_index(p, edges, strategy == "uniform")
+    bins = _binning.bin_index(p, edges, strategy == "uniform")
     n_bins = edges.shape[0] - 1
     ww = np.ones_like(p) if w is None else w
     loss_sum = np.bincount(bins, weights=ww * losses, minlength=n_bins)[nonempty]
@@ -312,7 +315,7 @@ def log_loss_decomposition(
     frac = table.counts[nonempty] / total
     f = table.mean_forecast[nonempty]
     t = table.mean_outcome[nonempty]
-    ybar = stats[_kernels.STAT_Y].sum() / total
+    ybar = stats[_binning.STAT_Y].sum() / total
     with np.errstate(divide="ignore"):
         losses = np.where(y == 1.0, -np.log(p), -np.log1p(-p))
     if w is not None:  # a weight of 0 removes a forecast, infinite loss included
