@@ -100,7 +100,7 @@ def _conditional_logits(i, kind, K, P, out):
     for a in range(K):
         out[a] = unary[i * K + a]
     for k in range(indptr[i], indptr[i + 1]):
-        _add_pair_row(kind, K, P, eid[k], rev[k], labels[nbr[k]], out)
+        _add_pair_row(kind, K, P, eid[k], rev[k] != 0, labels[nbr[k]], out)  # (bool, as _decode)
 
 
 @kernel
@@ -170,7 +170,7 @@ def _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels):
     return total
 
 
-@parallel_kernel
+@batch_kernel
 def score_batch(offsets, edge_offsets, unary, edges, kind, pw, emat, potts, labels, out):
     """Unnormalised log-score of the given labeling of every graph."""
     n_graphs = offsets.shape[0] - 1
@@ -224,7 +224,7 @@ def _icm_graph(
     return sweeps, False
 
 
-@parallel_kernel
+@batch_kernel
 def icm_batch(
     offsets,
     unary,
@@ -268,7 +268,7 @@ def icm_batch(
         converged[g] = conv
 
 
-@parallel_kernel
+@batch_kernel
 def conditional_logits_batch(
     offsets, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, out
 ):
@@ -285,7 +285,7 @@ def conditional_logits_batch(
                 out[i, a] = tmp[a]
 
 
-@parallel_kernel
+@batch_kernel
 def second_best_batch(
     offsets,
     unary,
@@ -626,7 +626,7 @@ def _mf_elbo(
     return total
 
 
-@parallel_kernel
+@batch_kernel
 def mean_field_batch(
     offsets,
     finite,
@@ -1234,7 +1234,7 @@ def _trws_pass(
     return change
 
 
-@parallel_kernel
+@batch_kernel
 def trws_batch(
     offsets,
     edge_offsets,
@@ -1438,7 +1438,7 @@ def _bethe(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, indptr, marg, em
     return total
 
 
-@parallel_kernel
+@batch_kernel
 def bp_batch(
     mode,
     offsets,

@@ -58,6 +58,25 @@ __all__ = [
 ]
 
 
+def _read_only(*arrays):
+    """Read-only views of ``arrays``: the potentials reach the kernels read-only, and a
+    kernel called with a writable array of the same shape compiles a second
+    specialisation (the flag is part of Numba's array type)."""
+    views = []
+    for a in arrays:
+        v = a.view()
+        v.flags.writeable = False
+        views.append(v)
+    return views
+
+
+def _batch_work(p):
+    """``work=`` of the graph drivers (``prange`` over graphs): 0 for one graph, which
+    runs on the calling thread whatever its size, else ``n_nodes * K * K`` (the serial
+    copy below :data:`structcal._numba.PARALLEL_MIN_WORK`; see ``BatchKernel``)."""
+    return 0 if p.n_graphs < 2 else p.n_nodes * p.n_states * p.n_states
+
+
 @dataclass(frozen=True)
 class GraphInference:
     """MAP labeling and/or (approximate) marginals of a batch of graphs.
@@ -272,7 +291,8 @@ def score_labelings(potentials: GraphPotentials, labels) -> np.ndarray:
     kind, pw, _, emat, potts = p._kernel_args()
     out = np.empty(p.n_graphs)
     _graph.score_batch(
-        p.offsets, p.edge_offsets, p.unary, p.edges, kind, pw, emat, potts, labels, out
+        p.offsets, p.edge_offsets, p.unary, p.edges, kind, pw, emat, potts, labels, out,
+        work=_batch_work(p),
     )
     return out
 
@@ -282,7 +302,8 @@ def _conditional_logits(p: GraphPotentials, labels: np.ndarray) -> np.ndarray:
     kind, pw, pwT, emat, potts = p._kernel_args()
     out = np.empty((p.n_nodes, p.n_states))
     _graph.conditional_logits_batch(
-        p.offsets, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], labels, out
+        p.offsets, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], labels, out,
+        work=_batch_work(p),
     )
     return out
 
@@ -322,7 +343,7 @@ def pseudo_marginals(potentials: GraphPotentials, labels) -> np.ndarray:
     """
     p = _check_potentials(potentials)
     labels = _labels_iv(p, labels)
-    logits = _conditional_logits(p, labels)
+    (logits,) = _read_only(_conditional_logits(p, labels))  # as mean field passes unary
     out = np.empty_like(logits)
     _graph.softmax_rows(logits, out)
     bad = np.flatnonzero(np.isnan(out[:, 0]))
@@ -399,6 +420,7 @@ def second_best(potentials: GraphPotentials, labels, map_score=None) -> SecondBe
         node,
         label,
         score,
+        work=_batch_work(p),
     )
     out = labels.copy()
     has = node >= 0
@@ -572,6 +594,7 @@ def mean_field(
             n_iter,
             delta,
             status,
+            work=_batch_work(p),
         )
         _raise_infeasible(
             status,
@@ -618,6 +641,7 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     else:
         EF = ER = np.empty((0, K, K))
         cF = cR = np.empty((0, K))
+    EF, cF, ER, cR = _read_only(EF, cF, ER, cR)  # TRW-S passes _msg_matrix these types
     n, m, G = p.n_nodes, p.n_edges, p.n_graphs
     msg = np.empty((2 * m, K))
     belief = np.empty((n, K))
@@ -669,6 +693,7 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
         status,
         logz,
         scores,
+        work=_batch_work(p),
     )
     converged = np.asarray(p.is_forest, dtype=bool) | (delta <= tol)
     return labels, scores, marg, emarg, logz, n_iter, converged, delta, status
@@ -841,6 +866,7 @@ def _run_trws(p, tol, max_iter):
         n_iter,
         delta,
         scores,
+        work=_batch_work(p),
     )
     return best, n_iter, delta
 
@@ -978,6 +1004,7 @@ def icm(
         max_iter,
         sweeps,
         converged,
+        work=_batch_work(p),
     )
     if warn:
         _warn_unconverged(converged, "ICM", max_iter)
