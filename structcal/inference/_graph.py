@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from .._numba import batch_kernel, exp_nonpositive, kernel, parallel_kernel, prange
+from .._numba import batch_kernel, exp_nonpositive, kernel, prange
 from .._simd import data_pointer
 from ._chain import _logsumexp_row
 
