@@ -304,7 +304,7 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
     if by is not None:
         codes, names = table.group_codes(by)
         subsets += [(name, codes == g) for g, name in enumerate(names)]
-    weights = None
+    counts = None
     n_resamples = check_int(n_resamples, "n_resamples", low=0)
     if n_resamples and table.n_events:
         n_items = max(int(getattr(table, "n_items", 0) or 0), int(table.item.max()) + 1)
@@ -312,20 +312,22 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
         G = int(item_group.max()) + 1 if n_items else 0
         rng = check_random_state(random_state)
         counts = rng.multinomial(G, np.full(G, 1.0 / max(G, 1)), size=n_resamples)
-        weights = counts[:, item_group[table.item]].astype(np.float64)
+        counts = counts.astype(np.float64)
+        event_group = item_group[table.item]
     results = []
     for gname, mask in subsets:
         if not mask.any():
             continue
         y = table.outcome[mask]
+        if counts is not None:  # a resample weights each group by its multiplicity
+            in_group = np.bincount(event_group[mask], minlength=G).astype(np.float64)
+            tot = counts @ in_group
+            ok = tot > 0
         for fname, p in arrays.items():
             interval = None
-            if weights is not None:
-                se = (p[mask] - y) ** 2
-                w = weights[:, mask]
-                tot = w.sum(axis=1)
-                ok = tot > 0
-                boot = (w[ok] @ se) / tot[ok]
+            if counts is not None:
+                se = np.bincount(event_group[mask], weights=(p[mask] - y) ** 2, minlength=G)
+                boot = (counts[ok] @ se) / tot[ok]
                 interval = (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)))
             results.append(
                 EventCalibration(

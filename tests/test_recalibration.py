@@ -102,6 +102,27 @@ def test_evaluate_events_matches_direct_brier_computation():
             np.testing.assert_allclose(r.curve.counts.sum(), mask.sum())
 
 
+@pytest.mark.parametrize("grouped", [False, True])
+def test_evaluate_events_bootstrap_resamples_whole_groups(grouped):
+    # the interval is the 2.5% and 97.5% quantiles of the Brier score with every event
+    # weighted by its group's multiplicity in a multinomial draw of the groups
+    pred, y, _ = _overconfident_world(60, seed=5)
+    t = build_events(pred, [MAPEvent(), MarginalEvent()], y_true=y, features=["phi_mp1", "phi_mg2"])
+    groups = np.arange(60) // 7 if grouped else None
+    report = evaluate_events(t, {"raw": t.raw}, by="kind", groups=groups, n_resamples=300,
+                             random_state=3)
+    item_group = np.arange(60) // 7 if grouped else np.arange(60)
+    G = item_group.max() + 1
+    counts = np.random.default_rng(3).multinomial(G, np.full(G, 1.0 / G), size=300)
+    w_all = counts[:, item_group[t.item]].astype(float)
+    for group, mask in (("pooled", np.ones(t.n_events, bool)), ("map", t.kind == 0)):
+        w = w_all[:, mask]
+        ok = w.sum(axis=1) > 0
+        boot = (w[ok] @ (t.raw[mask] - t.outcome[mask]) ** 2) / w[ok].sum(axis=1)
+        np.testing.assert_allclose(report.get(group, "raw").l2_interval,
+                                   np.quantile(boot, [0.025, 0.975]), rtol=1e-12)
+
+
 def test_predicate_events_get_forecasts_without_model_probability():
     pred_fit, y_fit, _ = _overconfident_world(800, seed=5)
     pred_test, y_test, _ = _overconfident_world(400, seed=6)
