@@ -237,13 +237,18 @@ _SHAPE_CLASSES = str.maketrans(
 _REPEATS = re.compile(r"(.)\1+")
 
 
+def _first_two(match) -> str:
+    return match.group()[:2]
+
+
 def _word_shape(w: str) -> str:
     """Upper case -> ``X``, lower case -> ``x``, digits -> ``d``; runs cut to two."""
-    return _REPEATS.sub(r"\1\1", w.translate(_SHAPE_CLASSES))
+    # (a function replacement: the template r"\1\1" is expanded anew for every match)
+    return _REPEATS.sub(_first_two, w.translate(_SHAPE_CLASSES))
 
 
-def _context(w: str, p: str) -> dict:
-    return {p + "lower": w.lower(), p + "shape": _word_shape(w), p + "istitle": w.istitle(),
+def _context(w: str, p: str, shape: str) -> dict:
+    return {p + "lower": w.lower(), p + "shape": shape, p + "istitle": w.istitle(),
             p + "isupper": w.isupper(), p + "suf3": w[-3:].lower(), p + "pre3": w[:3].lower()}
 
 
@@ -289,12 +294,19 @@ def token_features(sentences) -> list[list[dict]]:
     """
     word_cache: dict = {}
     context_cache: dict = {}
+    shape_cache: dict = {}
+
+    def shape(w):
+        out = shape_cache.get(w)
+        if out is None:
+            out = shape_cache[w] = _word_shape(w)
+        return out
 
     def word(w):  # the features of the token itself that do not depend on its position
         f = word_cache.get(w)
         if f is None:
             low = w.lower()
-            f = {"bias": 1.0, "lower": low, "shape": _word_shape(w), "istitle": w.istitle(),
+            f = {"bias": 1.0, "lower": low, "shape": shape(w), "istitle": w.istitle(),
                  "isupper": w.isupper(), "isdigit": w.isdigit(), "mention": w.startswith("@"),
                  "hashtag": w.startswith("#"), "url": w.startswith(("http", "www.")),
                  "hyphen": "-" in w, "len": min(len(w), 10)}
@@ -308,7 +320,7 @@ def token_features(sentences) -> list[list[dict]]:
             body = w.lstrip("#@")
             if body and body != w:
                 f["tagbody_title"] = body[:1].isupper()
-                f["tagbody_shape"] = _word_shape(body)
+                f["tagbody_shape"] = shape(body)
             padded = "<" + low + ">"  # a list value: one attribute c3:abc per trigram
             f["c3"] = list(dict.fromkeys(padded[k:k + 3] for k in range(len(padded) - 2)))
             word_cache[w] = f
@@ -317,7 +329,7 @@ def token_features(sentences) -> list[list[dict]]:
     def context(w, d):
         f = context_cache.get((w, d))
         if f is None:
-            f = context_cache[(w, d)] = _context(w, f"{d:+d}:")
+            f = context_cache[(w, d)] = _context(w, f"{d:+d}:", shape(w))
         return f
 
     out = []
