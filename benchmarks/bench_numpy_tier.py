@@ -27,7 +27,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from structcal import ChainPotentials  # noqa: E402
-from structcal._tier import SMALL_WORK, forced_tier  # noqa: E402
+from structcal._tier import (  # noqa: E402
+    LARGE_WORK, SECONDS_PER_STEP, SMALL_WORK, forced_tier, kbest_seconds_per_step,
+    shared_seconds_per_step,
+)
 from structcal.inference import infer, kbest  # noqa: E402
 
 FIRST_CALL = """
@@ -48,6 +51,17 @@ def _batch(n_tokens, K, rng):
     lengths = [20] * max(1, n_tokens // 20)
     return ChainPotentials.from_scores(rng.normal(size=(sum(lengths), K)), lengths,
                                        rng.normal(size=(K, K)))
+
+
+def _tier(path, n_tokens, K):
+    """The tier the library picks for this call (before the rent-or-buy bill): work in
+    steps scaled by the path's NumPy rate, as :func:`structcal._tier.numpy_tier` counts it."""
+    if path == "infer":  # the batches share one pairwise matrix
+        work, rate = n_tokens * K * K, shared_seconds_per_step(K)
+    else:
+        work, rate = n_tokens * K * K * 2, kbest_seconds_per_step(K, 2)
+    work *= rate / SECONDS_PER_STEP
+    return "numpy" if work <= SMALL_WORK else "rent or buy" if work <= LARGE_WORK else "kernels"
 
 
 def _time(f, repeats):
@@ -77,7 +91,8 @@ def main():
                 with forced_tier("numpy"):
                     nump = _time(f, args.repeats)
                 rows.append({"path": name, "K": K, "n_tokens": p.n_tokens, "work": work,
-                             "numpy_s": nump, "kernels_warm_s": kern})
+                             "numpy_s": nump, "kernels_warm_s": kern,
+                             "tier": _tier(name, p.n_tokens, K)})
     env = dict(os.environ)
     first = [float(subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True,
                                   text=True, check=True, env=env).stdout) for _ in range(args.repeats)]
@@ -87,11 +102,13 @@ def main():
                           "cpus": os.cpu_count(), "load_average": os.getloadavg()}))
         return
     print(f"median (min-max) seconds of {args.repeats} runs; {os.cpu_count()} CPUs, load "
-          f"average {os.getloadavg()[0]:.1f}; SMALL_WORK = {SMALL_WORK:,}")
+          f"average {os.getloadavg()[0]:.1f}; SMALL_WORK = {SMALL_WORK:,}, LARGE_WORK = "
+          f"{LARGE_WORK:,} steps of {SECONDS_PER_STEP:g} s; work = tokens x K x K; the tier "
+          "counts each path's work at its own NumPy rate (k-best: x k)")
     print(f"{'path':10} {'K':>3} {'tokens':>7} {'work':>12} {'numpy':>22} {'kernels (warm)':>22}")
     for r in rows:
         n, k = r["numpy_s"], r["kernels_warm_s"]
-        tier = "numpy" if r["work"] <= SMALL_WORK else "kernels"
+        tier = r["tier"]
         print(f"{r['path']:10} {r['K']:3d} {r['n_tokens']:7d} {r['work']:12,d} "
               f"{n[0]:8.4f} ({n[1]:.4f}-{n[2]:.4f}) {k[0]:8.4f} ({k[1]:.4f}-{k[2]:.4f})  -> {tier}")
     print(f"first kernel call in a fresh process (import Numba, load infer from a warm cache): "
