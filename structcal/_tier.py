@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["SMALL_WORK", "LARGE_WORK", "shared_seconds_per_step", "kbest_seconds_per_step", "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
+__all__ = ["SMALL_WORK", "LARGE_WORK", "shared_seconds_per_step", "kbest_seconds_per_step",
+           "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
