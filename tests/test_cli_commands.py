@@ -980,7 +980,7 @@ def test_warmup_fills_the_cache_for_later_processes(tmp_path):
     assert quiet.returncode == 0 and quiet.stderr == ""
     bad = subprocess.run([sys.executable, "-m", "structcal", "warmup", "nothing"], env=env,
                          capture_output=True, text=True, cwd=tmp_path)
-    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    assert bad.returncode == 2 and "unknown warm-up paths ['nothing']" in bad.stderr
 
 
 def test_npz_groups_with_nan_ids_are_named(tmp_path, capsys):
