@@ -165,10 +165,9 @@ def _n_workers() -> int:
 
 def _warm_one(name):
     """Run one path's workload: ``(seconds, kernels compiled, compile seconds)``."""
+    from .. import _numba
     from .._progress import compile_monitor
     from .._tier import forced_tier
-
-    from .. import _numba
 
     t0 = time.perf_counter()
     # the workloads are small: forced onto the kernels, which are what is being warmed,
