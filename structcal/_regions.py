@@ -43,11 +43,14 @@ def _check_prior(prior):
 class _KDTree:
     """Derived, unsaved state of a fitted k-NN forecaster: the tree and data in tree order."""
 
-    def __init__(self, X, y, fold=None):
-        from ._knn import LEAF_SIZE, build_kdtree  # Numba: imported when a tree is needed
+    def __init__(self, X, y, fold=None, tree=None):
+        """``tree``: the arrays of :func:`structcal._knn.build_kdtree` (built here when None)."""
+        if tree is None:
+            from ._knn import LEAF_SIZE, build_kdtree  # Numba: imported when a tree is needed
 
+            tree = build_kdtree(X, LEAF_SIZE)
         self.X_fit = X
-        perm, self.start, self.end, self.child, self.lower, self.upper = build_kdtree(X, LEAF_SIZE)
+        perm, self.start, self.end, self.child, self.lower, self.upper = tree
         self.key = perm
         self.XT = np.ascontiguousarray(X[perm].T)
         self.yr = np.ascontiguousarray(y[perm])

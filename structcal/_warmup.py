@@ -63,14 +63,10 @@ def _forecasters():
     rng = np.random.default_rng(0)
     X = rng.random((400, 3))
     y = (rng.random(400) < X[:, 0]).astype(np.float64)
-    tree = object.__new__(_KDTree)
-    tree.X_fit = X
-    tree.key = np.arange(400)
-    tree.start, tree.end = np.zeros(1, dtype=np.int64), np.full(1, 400, dtype=np.int64)
-    tree.child = np.full(1, -1, dtype=np.int64)
-    tree.lower, tree.upper = X.min(axis=0)[None, :].copy(), X.max(axis=0)[None, :].copy()
-    tree.XT, tree.yr = np.ascontiguousarray(X.T), y
-    tree.fold = np.arange(400) % 10
+    one_leaf = (np.arange(400), np.zeros(1, dtype=np.int64), np.full(1, 400, dtype=np.int64),
+                np.full(1, -1, dtype=np.int64), X.min(axis=0)[None, :].copy(),
+                X.max(axis=0)[None, :].copy())
+    tree = _KDTree(X, y, np.arange(400) % 10, tree=one_leaf)
     tree.cv_losses(np.array([5, 10], dtype=np.int64))
     tree.neighbour_means(np.ascontiguousarray(X[:10]), 5)
 

@@ -320,13 +320,13 @@ def evaluate_events(table: EventTable, forecasts: dict, *, by="kind", n_bins: in
             continue
         y = table.outcome[mask]
         if counts is not None:  # a resample weights each group by its multiplicity
-            in_group = np.bincount(event_group[mask], minlength=G).astype(np.float64)
-            tot = counts @ in_group
+            g = event_group[mask]
+            tot = counts @ np.bincount(g, minlength=G).astype(np.float64)
             ok = tot > 0
         for fname, p in arrays.items():
             interval = None
             if counts is not None:
-                se = np.bincount(event_group[mask], weights=(p[mask] - y) ** 2, minlength=G)
+                se = np.bincount(g, weights=(p[mask] - y) ** 2, minlength=G)
                 boot = (counts[ok] @ se) / tot[ok]
                 interval = (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)))
             results.append(

@@ -45,7 +45,8 @@ _DEFAULT_MAX_ITER = {"likelihood": 1000, "max_margin": 500}
 _GAP_CHECK_EVERY = 5
 _DEFAULT_TOL = {"likelihood": 1e-5, "max_margin": 1e-2}
 #: Tokens per block when a dense feature map feeds the unary scores (about 1,000 rows of
-#: OCR features, 6 MB, were fastest: 0.11 s for 21,000 letters against 0.6 s at once)
+#: OCR features, 6 MB, were fastest: 0.11 s for 21,000 letters; at once, 0.60-0.68 s in a
+#: process's first calls, which fault in 137 MB of fresh memory, 0.15 s after)
 _UNARY_BLOCK_ROWS = 1024
 # chains per work item of the likelihood kernel: fixed, so results do not depend on the
 # number of threads; below _PARALLEL_MIN_CHAINS chains the serial driver is used (a

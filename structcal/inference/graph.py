@@ -35,6 +35,7 @@ from .._validation import (
 from .. import exceptions
 from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError
 from ..potentials import GraphPotentials
+from ..potentials.chain import _readonly
 from .._tier import LazyModule
 
 # the Numba kernels, imported on first use
@@ -56,18 +57,6 @@ __all__ = [
     "second_best",
     "gibbs_sample",
 ]
-
-
-def _read_only(*arrays):
-    """Read-only views of ``arrays``: the potentials reach the kernels read-only, and a
-    kernel called with a writable array of the same shape compiles a second
-    specialisation (the flag is part of Numba's array type)."""
-    views = []
-    for a in arrays:
-        v = a.view()
-        v.flags.writeable = False
-        views.append(v)
-    return views
 
 
 def _batch_work(p):
@@ -343,7 +332,9 @@ def pseudo_marginals(potentials: GraphPotentials, labels) -> np.ndarray:
     """
     p = _check_potentials(potentials)
     labels = _labels_iv(p, labels)
-    (logits,) = _read_only(_conditional_logits(p, labels))  # as mean field passes unary
+    # read-only, as mean field passes unary: the flag is part of Numba's array type, and a
+    # writable array would compile softmax_rows a second time
+    logits = _readonly(_conditional_logits(p, labels))
     out = np.empty_like(logits)
     _graph.softmax_rows(logits, out)
     bad = np.flatnonzero(np.isnan(out[:, 0]))
@@ -641,7 +632,8 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     else:
         EF = ER = np.empty((0, K, K))
         cF = cR = np.empty((0, K))
-    EF, cF, ER, cR = _read_only(EF, cF, ER, cR)  # TRW-S passes _msg_matrix these types
+    # read-only, as TRW-S passes _msg_matrix its tables (one specialisation for both)
+    EF, cF, ER, cR = (_readonly(a) for a in (EF, cF, ER, cR))
     n, m, G = p.n_nodes, p.n_edges, p.n_graphs
     msg = np.empty((2 * m, K))
     belief = np.empty((n, K))
