@@ -1,18 +1,11 @@
-"""Numba KD-tree for exact k-nearest-neighbour queries (private: inputs are trusted).
+"""Numba KD-tree queries for exact k-nearest neighbours (private: inputs are trusted).
 
 The region forecasters query every training event for up to ~600 neighbours, which a
 brute-force scan does in O(n^2) time. A KD-tree answers each query in roughly O(k log n)
 on low-dimensional features, so cross-validating k over all events costs O(n k log n).
-Nodes are numbered breadth first with explicit child links (``child[i]`` is the left
-child, ``child[i] + 1`` the right one, -1 for a leaf); leaves hold at most ``leaf_size``
-points and every child at least ``leaf_size // 4``, so there are fewer than
-``8 n / leaf_size`` nodes. Each node is split where its bounding box shrinks the most
-(:func:`build_kdtree`): a median split on continuous features, but on one-hot or other
-discrete features (Table 1's letter indicator, whose rare letters are the widest
-dimensions once standardised) a clean split at the edge of the median's tie block, which
-takes that dimension out of both children's boxes. Plain median splits on the widest
-dimension landed inside the tie block there, left one child's box as wide as its
-parent's, and the tree pruned almost nothing.
+The tree is built by :func:`structcal._kdtree.build_kdtree` (NumPy; its layout is
+described there) or, for large work once compiled, by :func:`build_kdtree` here, which
+builds the same tree.
 
 Order of neighbours (the tie rule): by squared Euclidean distance, computed as
 ``sum_f (ref[f] - x[f])**2`` accumulated in feature order from 0.0, then by the
@@ -29,14 +22,8 @@ outside its own fold in one traversal.
 
 import numpy as np
 
+from ._kdtree import _SAMPLE
 from ._numba import batch_kernel, kernel, prange
-
-#: Points per leaf (at most; median splits leave 32..64). Query times for k of tens to
-#: hundreds change by a few percent between 40 and 80; fewer levels build faster.
-LEAF_SIZE = 64
-
-#: Nodes of more than ``4 * _SAMPLE`` points are split near the median of a sample.
-_SAMPLE = 1024
 
 
 @kernel
@@ -72,7 +59,8 @@ def _select_value(vals, m, nth):
 
 @kernel
 def build_kdtree(X, leaf_size):
-    """Build the tree over the rows of ``X`` (n, d).
+    """Build the tree over the rows of ``X`` (n, d): the tree of
+    :func:`structcal._kdtree.build_kdtree`, the same arrays (tested).
 
     Returns ``perm`` (n,) (tree position -> row of ``X``), ``start``/``end`` (n_nodes,)
     (each node's range of tree positions), ``child`` (n_nodes,) (index of the left
@@ -108,6 +96,7 @@ def build_kdtree(X, leaf_size):
     sample = np.empty(_SAMPLE)
     spreads = np.empty(d)
     order = np.empty(d, dtype=np.int64)
+    right = np.empty(n, dtype=np.int64)  # a node's right child while it is partitioned
     end[0] = n
     n_nodes = 1
     node = 0
@@ -204,17 +193,22 @@ def build_kdtree(X, leaf_size):
                 best_tied = mid - n_lt
             if best_dim >= 0:
                 f = best_dim
-                n_tied = best_tied  # left: values < t and this many values == t
+                n_tied = best_tied  # left: values < t and the first n_tied values == t
                 i = s
-                for p in range(s, e):  # the order inside a child does not matter
+                n_right = 0
+                for p in range(s, e):  # stable: each child keeps its points' order
                     row = perm[p]
                     v = X[row, f]
                     if v < best_t or (v == best_t and n_tied > 0):
                         if v == best_t:
                             n_tied -= 1
-                        perm[p] = perm[i]
                         perm[i] = row
                         i += 1
+                    else:
+                        right[n_right] = row
+                        n_right += 1
+                for r in range(n_right):
+                    perm[i + r] = right[r]
                 split = i
                 left = n_nodes
                 child[node] = left
@@ -245,7 +239,7 @@ def _box_distance(x, lower, upper, node):
     return s
 
 
-@kernel
+@kernel(inline="always")
 def _select_pairs(buf_d, buf_k, buf_p, lo, hi, nth):
     """Sort ``buf[lo:hi]`` partially by (distance, index) (quickselect).
 
@@ -359,9 +353,15 @@ def query_one(x, group, k, XT, key, ref_group, start, end, child, lower, upper, 
     return count
 
 
+#: Scratch :func:`sort_neighbours` needs: three integers per range on its stack, which
+#: holds at most one range per level (fewer than 2 log2(count) + 2 < 128 levels)
+SORT_STACK = 3 * 128
+
+
 @kernel
-def sort_neighbours(buf_d, buf_k, buf_p, count):
-    """Sort ``buf[:count]`` in place into (distance, index) order.
+def sort_neighbours(buf_d, buf_k, buf_p, count, stack):
+    """Sort ``buf[:count]`` in place into (distance, index) order (``stack``: scratch of
+    at least ``SORT_STACK`` integers).
 
     Quicksort (median-of-three pivot, the smaller part first so the stack stays within
     log2(count) ranges) with insertion sort below 16 entries. A range still being split
@@ -370,7 +370,6 @@ def sort_neighbours(buf_d, buf_k, buf_p, count):
     the (distance, index) order is total and the result does not depend on the
     algorithm.
     """
-    stack = np.empty(3 * 128, dtype=np.int64)
     stack[0] = 0
     stack[1] = count
     stack[2] = 0
@@ -453,95 +452,68 @@ def sort_neighbours(buf_d, buf_k, buf_p, count):
             buf_p[j + 1] = pp
 
 
-@batch_kernel
-def cv_losses(XT, yr, key, fold, start, end, child, lower, upper, grid, prior, chunk, out):
-    """Sum the cross-validated squared losses of k-NN forecasts, for every k in ``grid``.
+#: What :func:`knn_pass` computes (its ``mode``)
+CV_LOSSES, MEANS, INDICES = 0, 1, 2
 
-    Every reference (tree position ``q``) is a query: its ``max(grid)`` nearest
-    references outside its own fold are found in (distance, index) order and the
-    forecast for ``k`` is ``(sum of the first k outcomes + prior) / (k + 2 prior)``
-    (the mean outcome when ``prior`` is 0). Writes into ``out``
-    (n_chunks, len(grid)) the sum of ``(forecast - yr[q])**2`` over the queries of each
-    chunk of ``chunk`` consecutive tree positions (the caller sums the rows in order, so
-    the result does not depend on the number of threads). No neighbour table is kept.
+
+@batch_kernel
+def knn_pass(mode, Q, q_group, ref_group, k, XT, yr, key, start, end, child, lower, upper,
+             grid, prior, chunk, out, out_idx, buf_d, buf_k, buf_p, leaf_d, stack_node,
+             stack_lb, sort_stack):
+    """Query the tree for the ``k`` nearest references of every row of ``Q`` and write,
+    by ``mode``:
+
+    - ``CV_LOSSES``: the cross-validated squared losses of k-NN forecasts, for every k
+      in ``grid``. ``Q`` is the data in tree order (row ``q`` is tree position ``q``,
+      outcome ``yr[q]``) and ``q_group``/``ref_group`` the folds in tree order: each
+      query's ``max(grid)`` nearest references outside its fold are taken in (distance,
+      index) order and the forecast for ``k`` is ``(sum of the first k outcomes + prior)
+      / (k + 2 prior)`` (the mean outcome when ``prior`` is 0). ``out[b, g]``
+      (n_chunks, len(grid)) is the sum of ``(forecast - yr[q])**2`` over the queries of
+      chunk ``b`` (``chunk`` consecutive rows; the caller sums the rows in order).
+    - ``MEANS``: ``out[q, 0] = (sum of yr over the k nearest references + prior) /
+      (k + 2 prior)`` (``q_group`` and ``ref_group`` must differ everywhere).
+    - ``INDICES``: the k nearest references of each query in (distance, index) order,
+      their indices (``key``) into ``out_idx[q]`` and squared distances into ``out[q]``.
+
+    The scratch arrays have one row per worker (``buf_*``: ``2k + 64`` columns,
+    ``leaf_d``: the largest leaf, ``stack_*``: the tree's depth + 2, ``sort_stack``:
+    :data:`SORT_STACK`); worker ``w`` takes
+    the chunks ``w, w + W, ...``, so the results do not depend on the number of workers
+    or threads. Nothing is allocated here.
     """
-    d, n = XT.shape
-    k = grid[grid.shape[0] - 1]
-    n_chunks = out.shape[0]
-    for b in prange(n_chunks):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
-        x = np.empty(d)
-        for g in range(grid.shape[0]):
-            out[b, g] = 0.0
-        for q in range(b * chunk, min(n, (b + 1) * chunk)):
-            for f in range(d):
-                x[f] = XT[f, q]
-            count = query_one(x, fold[q], k, XT, key, fold, start, end, child, lower, upper,
-                              buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
-            sort_neighbours(buf_d, buf_k, buf_p, count)
-            total = 0.0
-            g = 0
-            for r in range(count):
-                total += yr[buf_p[r]]
-                while g < grid.shape[0] and grid[g] == r + 1:
-                    diff = (total + prior) / (grid[g] + 2.0 * prior) - yr[q]
-                    out[b, g] += diff * diff
-                    g += 1
-
-
-@kernel
-def _scratch(k, start, end, child):
-    """Allocate per-thread scratch for queries: candidate buffers, leaf distances, stack."""
-    n_nodes = start.shape[0]
-    depth = np.zeros(n_nodes, dtype=np.int64)
-    max_depth = 0
-    leaf = 1
-    for node in range(n_nodes):  # parents come before children
-        left = child[node]
-        if left < 0:
-            leaf = max(leaf, end[node] - start[node])
-        else:
-            depth[left] = depth[left + 1] = depth[node] + 1
-            max_depth = max(max_depth, depth[node] + 1)
-    cap = 2 * k + 64
-    return (np.empty(cap), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
-            np.empty(leaf), np.empty(max_depth + 2, dtype=np.int64), np.empty(max_depth + 2))
-
-
-@batch_kernel
-def neighbour_means(queries, k, XT, yr, key, start, end, child, lower, upper, prior, out):
-    """Write ``(sum of yr over the k nearest references + prior) / (k + 2 prior)`` for each
-    query (the mean of ``yr`` over them when ``prior`` is 0)."""
-    n_q = queries.shape[0]
-    none = np.full(XT.shape[1], -1, dtype=np.int64)
-    chunk = 256
-    for b in prange((n_q + chunk - 1) // chunk):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
-        for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
-            count = query_one(queries[q], 0, k, XT, key, none, start, end, child, lower, upper,
-                              buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
-            total = 0.0
-            for r in range(count):
-                total += yr[buf_p[r]]
-            out[q] = (total + prior) / (count + 2.0 * prior)
-
-
-@batch_kernel
-def neighbour_indices(queries, k, XT, key, start, end, child, lower, upper, out_idx, out_dist):
-    """Find the ``k`` nearest references of each query in (distance, index) order.
-
-    Writes their indices (``key``) into ``out_idx`` and squared distances into
-    ``out_dist``.
-    """
-    n_q = queries.shape[0]
-    none = np.full(XT.shape[1], -1, dtype=np.int64)
-    chunk = 256
-    for b in prange((n_q + chunk - 1) // chunk):
-        buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb = _scratch(k, start, end, child)
-        for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
-            count = query_one(queries[q], 0, k, XT, key, none, start, end, child, lower, upper,
-                              buf_d, buf_k, buf_p, leaf_d, stack_node, stack_lb)
-            sort_neighbours(buf_d, buf_k, buf_p, count)
-            for r in range(count):
-                out_idx[q, r] = buf_k[r]
-                out_dist[q, r] = buf_d[r]
+    n_q = Q.shape[0]
+    n_grid = grid.shape[0]
+    n_chunks = (n_q + chunk - 1) // chunk
+    n_work = buf_d.shape[0]
+    for w in prange(n_work):
+        bd = buf_d[w]
+        bk = buf_k[w]
+        bp = buf_p[w]
+        for b in range(w, n_chunks, n_work):
+            if mode == CV_LOSSES:
+                for g in range(n_grid):
+                    out[b, g] = 0.0
+            for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
+                count = query_one(Q[q], q_group[q], k, XT, key, ref_group, start, end, child,
+                                  lower, upper, bd, bk, bp, leaf_d[w], stack_node[w],
+                                  stack_lb[w])
+                total = 0.0
+                if mode == MEANS:
+                    for r in range(count):
+                        total += yr[bp[r]]
+                    out[q, 0] = (total + prior) / (count + 2.0 * prior)
+                    continue
+                sort_neighbours(bd, bk, bp, count, sort_stack[w])
+                if mode == INDICES:
+                    for r in range(count):
+                        out_idx[q, r] = bk[r]
+                        out[q, r] = bd[r]
+                    continue
+                g = 0
+                for r in range(count):
+                    total += yr[bp[r]]
+                    while g < n_grid and grid[g] == r + 1:
+                        diff = (total + prior) / (grid[g] + 2.0 * prior) - yr[q]
+                        out[b, g] += diff * diff
+                        g += 1

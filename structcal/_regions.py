@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from ._estimator import ParamsMixin
-from ._tier import numpy_tier
+from ._tier import SECONDS_PER_STEP, numpy_tier
 from ._validation import as_float_array
 from .exceptions import ParameterError
 
@@ -44,42 +44,120 @@ class _KDTree:
     """Derived, unsaved state of a fitted k-NN forecaster: the tree and data in tree order."""
 
     def __init__(self, X, y, fold=None, tree=None):
-        """``tree``: the arrays of :func:`structcal._knn.build_kdtree` (built here when None)."""
+        """``tree``: the arrays of :func:`structcal._kdtree.build_kdtree` (built here when
+        None)."""
         if tree is None:
-            from ._knn import LEAF_SIZE, build_kdtree  # Numba: imported when a tree is needed
-
-            tree = build_kdtree(X, LEAF_SIZE)
+            tree = _build_tree(X)
         self.X_fit = X
         perm, self.start, self.end, self.child, self.lower, self.upper = tree
         self.key = perm
         self.XT = np.ascontiguousarray(X[perm].T)
-        self.yr = np.ascontiguousarray(y[perm])
-        self.fold = None if fold is None else np.ascontiguousarray(fold[perm])
+        self.yr = np.ascontiguousarray(y[perm], dtype=np.float64)
+        self.fold = None if fold is None else np.ascontiguousarray(fold[perm], dtype=np.int64)
+        leaves = self.child < 0
+        self.leaf = int(max(1, (self.end - self.start)[leaves].max(initial=1)))
+        self.depth = _depth(self.child)
 
     def neighbour_means(self, Xq, k, prior=0.0):
         """``(positives among the k nearest fitted events + prior) / (k + 2 prior)`` for each
         row of ``Xq`` (the mean outcome when ``prior`` is 0)."""
-        from ._knn import neighbour_means
+        from ._knn import MEANS
 
         k = int(min(k, self.XT.shape[1]))
-        out = np.empty(Xq.shape[0])
-        neighbour_means(
-            Xq, k, self.XT, self.yr, self.key, self.start, self.end, self.child, self.lower,
-            self.upper, float(prior), out, work=Xq.shape[0] * k // 8,
-        )
-        return out
+        out = np.empty((Xq.shape[0], 1))
+        self._pass(MEANS, Xq, None, k, None, prior, 256, out, None, Xq.shape[0] * k // 8)
+        return out[:, 0]
+
+    def neighbour_indices(self, Xq, k):
+        """``(indices, squared distances)`` (n_q, k) of the ``k`` nearest fitted events of
+        each row of ``Xq``, in (distance, index) order."""
+        from ._knn import INDICES
+
+        k = int(min(k, self.XT.shape[1]))
+        dist = np.empty((Xq.shape[0], k))
+        idx = np.empty((Xq.shape[0], k), dtype=np.int64)
+        self._pass(INDICES, Xq, None, k, None, 0.0, 256, dist, idx, Xq.shape[0] * k // 8)
+        return idx, dist
 
     def cv_losses(self, grid, prior=0.0, chunk=512):
-        """Per-k held-out squared loss summed over all events (see ``_knn.cv_losses``)."""
-        from ._knn import cv_losses
+        """Per-k held-out squared loss summed over all events (``_knn.knn_pass``,
+        ``CV_LOSSES``)."""
+        from ._knn import CV_LOSSES
 
         n = self.XT.shape[1]
         out = np.empty(((n + chunk - 1) // chunk, grid.shape[0]))
-        cv_losses(
-            self.XT, self.yr, self.key, self.fold, self.start, self.end, self.child, self.lower,
-            self.upper, grid, float(prior), chunk, out, work=n * int(grid[-1]) // 8,
-        )
+        Q = np.ascontiguousarray(self.XT.T)
+        self._pass(CV_LOSSES, Q, self.fold, int(grid[-1]), grid, prior, chunk, out, None,
+                   n * int(grid[-1]) // 8)
         return out.sum(axis=0)
+
+    def _pass(self, mode, Q, fold, k, grid, prior, chunk, out, out_idx, work):
+        """Run :func:`structcal._knn.knn_pass` with scratch for its workers."""
+        from ._knn import knn_pass
+
+        n_q, n = Q.shape[0], self.XT.shape[1]
+        if fold is None:  # no fold excludes any reference
+            q_group, ref_group = np.zeros(n_q, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        else:
+            q_group = ref_group = fold
+        knn_pass(
+            mode, np.ascontiguousarray(Q, dtype=np.float64), q_group, ref_group, k, self.XT,
+            self.yr, self.key, self.start, self.end, self.child, self.lower, self.upper,
+            _NO_GRID if grid is None else grid, float(prior), chunk, out,
+            _NO_INDEX if out_idx is None else out_idx,
+            *self.scratch(max(1, min(-(-n_q // chunk), _WORKERS)), k), work=work,
+        )
+
+    def scratch(self, n_work, k):
+        """Scratch of ``n_work`` workers querying ``k`` neighbours (see ``knn_pass``):
+        candidate buffers (distances, indices, tree positions), leaf distances, the
+        traversal stack (nodes, bounds) and the sort's stack."""
+        from ._knn import SORT_STACK
+
+        cap = 2 * k + 64
+        return (np.empty((n_work, cap)), np.empty((n_work, cap), dtype=np.int64),
+                np.empty((n_work, cap), dtype=np.int64), np.empty((n_work, self.leaf)),
+                np.empty((n_work, self.depth + 2), dtype=np.int64),
+                np.empty((n_work, self.depth + 2)),
+                np.empty((n_work, SORT_STACK), dtype=np.int64))
+
+
+#: Workers of a k-NN pass (rows of scratch; the chunks are dealt out to them in turn)
+_WORKERS = 32
+_NO_GRID = np.zeros(1, dtype=np.int64)
+_NO_INDEX = np.zeros((1, 1), dtype=np.int64)
+
+
+def _build_tree(X):
+    """The KD-tree over ``X``: built in NumPy (:mod:`structcal._kdtree`) for work up to
+    a few seconds there, unless the kernel (:func:`structcal._knn.build_kdtree`, the
+    same tree) is compiled already; the kernel for larger work (rent-or-buy rule of
+    :mod:`structcal._tier`)."""
+    from ._kdtree import LEAF_SIZE, build_kdtree, numpy_seconds
+
+    if numpy_tier(numpy_seconds(*X.shape) / SECONDS_PER_STEP, kernel="_knn.build_kdtree",
+                  large_work=TREE_LARGE_WORK):
+        return build_kdtree(X, LEAF_SIZE)
+    from ._knn import build_kdtree as build_kdtree_kernel
+
+    return build_kdtree_kernel(X, LEAF_SIZE)
+
+
+#: Past this work (NumPy seconds / SECONDS_PER_STEP: 2 s in NumPy, about half of what
+#: compiling the tree kernel costs) the tree is built by the kernel
+TREE_LARGE_WORK = int(2.0 / SECONDS_PER_STEP)
+
+
+def _depth(child):
+    """Depth of the deepest node of a tree numbered breadth first (``child`` links)."""
+    level, frontier = 0, np.zeros(1, dtype=np.int64)
+    while True:
+        kids = child[frontier]
+        kids = kids[kids >= 0]
+        if kids.shape[0] == 0:
+            return level
+        frontier = np.concatenate([kids, kids + 1])
+        level += 1
 
 
 def _scan_distances(Xq, X):

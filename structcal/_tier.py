@@ -72,8 +72,8 @@ _TIERS = ("auto", "numpy", "kernels")
 _forced = [os.environ.get("STRUCTCAL_TIER", "auto")]
 
 
-def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECONDS_PER_STEP
-               ) -> bool:
+def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECONDS_PER_STEP,
+               large_work: float = None) -> bool:
     """Whether work of this size runs in NumPy (rather than in the Numba kernels).
 
     ``kernel`` (e.g. ``"inference/_chain.infer_batch"``, a kernel's module path under the
@@ -81,6 +81,8 @@ def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECOND
     :data:`LARGE_WORK` (module notes); without it the kernels run past SMALL_WORK.
     ``seconds_per_step`` is NumPy's time per step on this path: work is counted in steps
     of :data:`SECONDS_PER_STEP`, so a path that NumPy does faster stays in NumPy longer.
+    ``large_work`` replaces :data:`LARGE_WORK` for a path whose kernels cost more to
+    compile than the chain kernels' share of :data:`RENT_SECONDS`.
     """
     work = work * (seconds_per_step / SECONDS_PER_STEP)
     tier = _forced[-1]
@@ -92,7 +94,8 @@ def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECOND
         return tier == "numpy"
     if work <= SMALL_WORK:
         return True
-    if kernel is None or work > LARGE_WORK or kernel_compiled(kernel):
+    if kernel is None or work > (LARGE_WORK if large_work is None else large_work) or (
+            kernel_compiled(kernel)):
         return False
     return bill(work * SECONDS_PER_STEP) < RENT_SECONDS
 

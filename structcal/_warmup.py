@@ -49,26 +49,57 @@ def _kbest():
 
 def _kdtree():
     """The k-NN forecasters' KD-tree (built as :class:`structcal._regions._KDTree` builds it)."""
-    from ._knn import LEAF_SIZE, build_kdtree
+    from ._kdtree import LEAF_SIZE
+    from ._knn import build_kdtree
 
     build_kdtree(np.random.default_rng(0).random((400, 3)), LEAF_SIZE)
 
 
-def _forecasters():
-    """k-NN region forecasters: cross-validated k and predictions, queried on a tree of
-    one leaf (arrays of the types :class:`structcal._regions._KDTree` holds), so that
-    this group compiles no kernel of ``kdtree``."""
+def _one_leaf_tree(n=400):
+    """A :class:`structcal._regions._KDTree` of one leaf over random points (arrays of the
+    types a built tree holds), so that a group querying it compiles no kernel of
+    ``kdtree``."""
     from ._regions import _KDTree
 
     rng = np.random.default_rng(0)
-    X = rng.random((400, 3))
-    y = (rng.random(400) < X[:, 0]).astype(np.float64)
-    one_leaf = (np.arange(400), np.zeros(1, dtype=np.int64), np.full(1, 400, dtype=np.int64),
+    X = rng.random((n, 3))
+    y = (rng.random(n) < X[:, 0]).astype(np.float64)
+    one_leaf = (np.arange(n), np.zeros(1, dtype=np.int64), np.full(1, n, dtype=np.int64),
                 np.full(1, -1, dtype=np.int64), X.min(axis=0)[None, :].copy(),
                 X.max(axis=0)[None, :].copy())
-    tree = _KDTree(X, y, np.arange(400) % 10, tree=one_leaf)
+    return _KDTree(X, y, np.arange(n) % 10, tree=one_leaf)
+
+
+def _knn_query():
+    """One k-NN query (:func:`structcal._knn.query_one`, with the argument types of
+    :func:`structcal._knn.knn_pass`'s calls)."""
+    from ._knn import query_one
+
+    tree = _one_leaf_tree(50)
+    bd, bk, bp, leaf_d, stack_node, stack_lb, _ = tree.scratch(1, 5)
+    Q = np.ascontiguousarray(tree.XT.T)
+    query_one(Q[0], tree.fold[0], 5, tree.XT, tree.key, tree.fold, tree.start, tree.end,
+              tree.child, tree.lower, tree.upper, bd[0], bk[0], bp[0], leaf_d[0],
+              stack_node[0], stack_lb[0])
+
+
+def _knn_sort():
+    """Sorting a query's neighbours (:func:`structcal._knn.sort_neighbours`)."""
+    from ._knn import sort_neighbours
+
+    bd, bk, bp, _, _, _, stack = _one_leaf_tree(50).scratch(1, 5)
+    bd[0, :3] = (2.0, 1.0, 1.0)
+    bk[0, :3] = bp[0, :3] = (0, 2, 1)
+    sort_neighbours(bd[0], bk[0], bp[0], 3, stack[0])
+
+
+def _forecasters():
+    """k-NN region forecasters: cross-validated k and predictions (the passes over
+    queries of :func:`structcal._knn.knn_pass`, after ``knn_query`` and ``knn_sort``),
+    on a tree of one leaf."""
+    tree = _one_leaf_tree()
     tree.cv_losses(np.array([5, 10], dtype=np.int64))
-    tree.neighbour_means(np.ascontiguousarray(X[:10]), 5)
+    tree.neighbour_means(np.ascontiguousarray(tree.X_fit[:10]), 5)
 
 
 def _metrics():
@@ -82,15 +113,35 @@ def _metrics():
 
 
 #: name -> (workload, the kernels it covers: ``module`` for every kernel of a module or
-#: ``module:function``). A group's workload compiles only kernels it covers.
+#: ``module:function``). A group's workload compiles only kernels it covers. (A kernel
+#: declared ``inline="always"`` is compiled into each caller, never on its own: it
+#: has no cache entry for two processes to share.)
 GROUPS = {
     "kbest": (_kbest, ("structcal.inference._chain:kbest_batch",
                        "structcal.inference._chain:kbest_batch__parallel",
                        "structcal.inference._chain:_kbest_chain")),
     "kdtree": (_kdtree, ("structcal._knn:build_kdtree", "structcal._knn:_select_value")),
+    "knn_query": (_knn_query, ("structcal._knn:query_one",)),
+    "knn_sort": (_knn_sort, ("structcal._knn:sort_neighbours",)),
     "forecasters": (_forecasters, ("structcal._knn",)),
     "metrics": (_metrics, ("structcal.metrics._kernels",)),
 }
+
+#: group -> the groups whose kernels its kernels call. Those are compiled first (in
+#: another process, in parallel if there are several); the group itself is then compiled
+#: where it is needed, by a process that waits for them (:func:`start`), so that no
+#: two processes ever compile the same kernel.
+REQUIRES = {"forecasters": ("knn_query", "knn_sort")}
+
+
+def _with_requirements(groups):
+    """``groups`` with each group's requirements before it (each group once)."""
+    out = []
+    for group in groups:
+        for g in REQUIRES.get(group, ()) + (group,):
+            if g not in out:
+                out.append(g)
+    return out
 
 
 def group_of(func):
@@ -107,7 +158,7 @@ def run(groups, report=None):
     """Run the workloads of ``groups`` in this process; ``report(group)`` after each."""
     from ._tier import forced_tier
 
-    for group in groups:
+    for group in _with_requirements(groups):
         with forced_tier("kernels"):  # small workloads, run on the kernels being warmed
             GROUPS[group][0]()
         if report is not None:
@@ -122,7 +173,8 @@ def _probe_cached(group):
     from .metrics import _kernels
 
     probe = {"kbest": _chain.kbest_batch.serial, "kdtree": _knn.build_kdtree,
-             "forecasters": _knn.cv_losses.serial, "metrics": _kernels.bin_stats}[group]
+             "knn_query": _knn.query_one, "knn_sort": _knn.sort_neighbours,
+             "forecasters": _knn.knn_pass.serial, "metrics": _kernels.bin_stats}[group]
     return has_cache_entries(probe)
 
 
@@ -219,7 +271,8 @@ class Lanes(_Compiling):
 
 #: Seconds each group takes to compile on an empty cache (``python -m structcal._warmup
 #: GROUP``, 2-CPU machine), used to split groups between two processes
-COMPILE_SECONDS = {"kbest": 4.5, "kdtree": 5.4, "forecasters": 8.2, "metrics": 6.0}
+COMPILE_SECONDS = {"kbest": 4.5, "kdtree": 5.4, "knn_query": 3.6, "knn_sort": 2.8,
+                   "forecasters": 2.4, "metrics": 6.0}
 
 
 def lanes_of(groups, n_lanes=2):
@@ -246,8 +299,10 @@ def _n_cpus():
 def start(groups, verbose=True):
     """Start compiling the kernels of ``groups`` in a second process, if useful.
 
-    Nothing is started when they are cached already, this process may use only one CPU,
-    or ``STRUCTCAL_WARMUP=0``.
+    The groups' requirements (:data:`REQUIRES`) are started too; a group whose
+    requirements are not cached is left to this process, which compiles it when it
+    needs it, after waiting for them. Nothing is started when they are cached already,
+    this process may use only one CPU, or ``STRUCTCAL_WARMUP=0``.
 
     Returns the :class:`Background` (call its ``close()`` when done) or None. While it
     runs, a kernel of one of its groups waits for that group before compiling (see
@@ -260,7 +315,9 @@ def start(groups, verbose=True):
         return None
     if _n_cpus() < 2:  # a second process would only compete with this one
         return None
-    missing = [g for g in groups if not _probe_cached(g)]
+    missing = [g for g in _with_requirements(groups) if not _probe_cached(g)]
+    # a group whose requirements are missing: compiled here, after waiting for them
+    missing = [g for g in missing if not set(REQUIRES.get(g, ())) & set(missing)]
     if not missing:
         return None
     lanes = lanes_of(missing)

@@ -173,22 +173,50 @@ def test_sklearn_compatible(estimator, check):
     check(estimator)
 
 
+def _builders():
+    """The two builders of the same KD-tree: NumPy and the kernel."""
+    from structcal import _kdtree, _knn
+
+    return {"numpy": _kdtree.build_kdtree, "kernel": _knn.build_kdtree}
+
+
+@pytest.mark.parametrize("kind", ["normal", "discrete", "one-hot", "constant"])
+@pytest.mark.parametrize("n,leaf_size", [(0, 4), (1, 1), (2, 1), (5, 1), (300, 1), (300, 4),
+                                         (700, 8), (5000, 64), (9000, 40)])
+def test_kdtree_builders_build_the_same_tree(kind, n, leaf_size):
+    """NumPy and the kernel build the same arrays (so either may serve a fit): random,
+    tied, one-hot and constant features; nodes split at sampled medians (n > 4096)."""
+    rng = np.random.default_rng(n + leaf_size)
+    if kind == "normal":
+        X = rng.normal(size=(n, 3))
+    elif kind == "discrete":
+        X = rng.integers(0, 3, size=(n, 4)).astype(float)
+    elif kind == "one-hot":
+        X = _one_hot_and_continuous(rng, n) if n >= 3 else rng.random((n, 17))
+    else:
+        X = np.ones((n, 2))
+    got = _builders()["numpy"](X, leaf_size)
+    want = _builders()["kernel"](X, leaf_size)
+    for a, b, name in zip(got, want, ["perm", "start", "end", "child", "lower", "upper"]):
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert got[1].shape[0] < 8 * max(n, 1) / leaf_size + 1
+
+
+@pytest.mark.parametrize("builder", ["numpy", "kernel"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("k", [1, 7, 60])
-def test_kdtree_neighbours_follow_the_tie_rule(seed, k):
+def test_kdtree_neighbours_follow_the_tie_rule(seed, k, builder):
     """The tree returns exactly a brute-force scan sorted by (squared distance, row)."""
-    from structcal import _knn
+    from structcal._regions import _KDTree
 
     rng = np.random.default_rng(seed)
     n = 700
     # discrete features: many exact ties in distance, duplicated points
     X = rng.integers(0, 4, size=(n, 3)).astype(float) * np.array([1.0, 0.5, 2.0])
     Q = np.vstack([X[:40], rng.integers(0, 4, size=(40, 3)) * 0.7])
-    perm, start, end, child, lower, upper = _knn.build_kdtree(X, 8)
-    XT = np.ascontiguousarray(X[perm].T)
-    idx = np.empty((Q.shape[0], k), dtype=np.int64)
-    dist = np.empty((Q.shape[0], k))
-    _knn.neighbour_indices(Q, k, XT, perm, start, end, child, lower, upper, idx, dist, work=0)
+    tree = _KDTree(X, np.zeros(n), tree=_builders()[builder](X, 8))
+    idx, dist = tree.neighbour_indices(Q, k)
     for q in range(Q.shape[0]):
         d = np.zeros(n)
         for f in range(3):  # the documented accumulation order
@@ -217,20 +245,21 @@ def _one_hot_and_continuous(rng, n, n_letters=12):
     return (X - X.mean(0)) / np.where(std > 0, std, 1.0)
 
 
+@pytest.mark.parametrize("builder", ["numpy", "kernel"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("k", [1, 9, 80])
 @pytest.mark.parametrize("leaf_size", [4, 40])
 @pytest.mark.parametrize("n", [900, 9000])  # 9000: the root splits at a sampled median
-def test_kdtree_on_one_hot_features_follows_the_tie_rule(seed, k, leaf_size, n):
+def test_kdtree_on_one_hot_features_follows_the_tie_rule(seed, k, leaf_size, n, builder):
     """One-hot plus coarse continuous features (distance ties everywhere, splits at the
     edges of tie blocks): boxes are exact bounds, and neighbours equal a brute-force
     scan sorted by (squared distance, row)."""
-    from structcal import _knn
+    from structcal._regions import _KDTree
 
     rng = np.random.default_rng(10 + seed)
     X = _one_hot_and_continuous(rng, n)
     d = X.shape[1]
-    perm, start, end, child, lower, upper = _knn.build_kdtree(X, leaf_size)
+    perm, start, end, child, lower, upper = arrays = _builders()[builder](X, leaf_size)
     assert np.array_equal(np.sort(perm), np.arange(n)) and start[0] == 0 and end[0] == n
     for node in range(start.shape[0]):
         pts = X[perm[start[node]:end[node]]]
@@ -247,10 +276,7 @@ def test_kdtree_on_one_hot_features_follows_the_tie_rule(seed, k, leaf_size, n):
     leaves = np.flatnonzero(child < 0)
     assert any(np.ptp(X[perm[start[i]:end[i]], 2:-2], axis=0).max() == 0 for i in leaves)
     Q = np.vstack([X[:60], _one_hot_and_continuous(rng, 60)])
-    XT = np.ascontiguousarray(X[perm].T)
-    idx = np.empty((Q.shape[0], k), dtype=np.int64)
-    dist = np.empty((Q.shape[0], k))
-    _knn.neighbour_indices(Q, k, XT, perm, start, end, child, lower, upper, idx, dist, work=0)
+    idx, dist = _KDTree(X, np.zeros(n), tree=arrays).neighbour_indices(Q, k)
     for q in range(Q.shape[0]):
         dq = np.zeros(n)
         for f in range(d):  # the documented accumulation order
@@ -305,7 +331,7 @@ def test_sort_neighbours_orders_by_distance_then_index(n):
     for d in cases:
         for key in (rng.permutation(5 * n + 1)[:n], np.arange(n)[::-1], np.arange(n)):
             bd, bk, bp = d.copy(), key.astype(np.int64), np.arange(n)
-            _knn.sort_neighbours(bd, bk, bp, n)
+            _knn.sort_neighbours(bd, bk, bp, n, np.empty(_knn.SORT_STACK, dtype=np.int64))
             want = np.lexsort((key, d))
             np.testing.assert_array_equal(bp, want)
             np.testing.assert_array_equal(bk, key[want])

@@ -34,9 +34,9 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False, verbose: bool 
 
     t0 = time.perf_counter()
     say(f"structcal demo ocr: calibrated confidence for the shipped chain CRF {model!r}")
-    # a first run: the k-NN forecasters' kernels compile in two other processes meanwhile
-    # (k-best lists and the metrics run in NumPy at this size)
-    background = warmup.start(("kdtree", "forecasters"), verbose)
+    # a first run: the k-NN forecasters' kernels compile in another process meanwhile
+    # (k-best lists, the metrics and the k-NN trees are done in NumPy at this size)
+    background = warmup.start(("forecasters",), verbose)
     try:
         with compile_monitor(verbose) as jit:
             message("loading the shipped model and the OCR data ...", verbose)
