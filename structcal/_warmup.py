@@ -102,6 +102,17 @@ def _forecasters():
     tree.neighbour_means(np.ascontiguousarray(tree.X_fit[:10]), 5)
 
 
+def _shift():
+    """The shift test's permutation statistics (:func:`structcal.shift._ks_distances`)."""
+    from .shift import _ks_distances
+
+    rng = np.random.default_rng(0)
+    order = np.argsort(rng.random((2, 30)), axis=1)
+    sides = rng.random((3, 30)) < 0.5
+    n_ref = sides.sum(axis=1).astype(np.float64)
+    _ks_distances(order, np.ones((2, 30), dtype=bool), sides, n_ref, 30.0 - n_ref)
+
+
 def _metrics():
     """Binned calibration statistics (reports, Brier decompositions)."""
     from .metrics import brier_decomposition
@@ -124,6 +135,7 @@ GROUPS = {
     "knn_query": (_knn_query, ("structcal._knn:query_one",)),
     "knn_sort": (_knn_sort, ("structcal._knn:sort_neighbours",)),
     "forecasters": (_forecasters, ("structcal._knn",)),
+    "shift": (_shift, ("structcal._shift_kernels",)),
     "metrics": (_metrics, ("structcal.metrics._kernels",)),
 }
 
@@ -167,13 +179,14 @@ def run(groups, report=None):
 
 def _probe_cached(group):
     """Whether the group's first kernel has any entry in the on-disk cache."""
-    from . import _knn
+    from . import _knn, _shift_kernels
     from ._numba import has_cache_entries
     from .inference import _chain
     from .metrics import _kernels
 
     probe = {"kbest": _chain.kbest_batch.serial, "kdtree": _knn.build_kdtree,
              "knn_query": _knn.query_one, "knn_sort": _knn.sort_neighbours,
+             "shift": _shift_kernels.ks_permutations,
              "forecasters": _knn.knn_pass.serial, "metrics": _kernels.bin_stats}[group]
     return has_cache_entries(probe)
 
@@ -219,14 +232,15 @@ class Background(_Compiling):
     at the end (it waits for the process).
     """
 
-    def __init__(self, groups, *, install=True):
+    def __init__(self, groups, *, install=True, nice=0):
         from . import _numba
 
         self.groups = tuple(groups)
         self.done = set()
         self._lock = threading.Lock()
+        extra = ["--nice", str(nice)] if nice else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "structcal._warmup", "--report", *self.groups],
+            [sys.executable, "-m", "structcal._warmup", "--report", *extra, *self.groups],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True,
         )
@@ -247,16 +261,23 @@ class Background(_Compiling):
                     self.done.add(line.split()[1])
 
 
+#: Niceness of every lane but the first: the first holds the group needed first, and on
+#: a machine with fewer CPUs than processes it gets ahead of the others
+LANE_NICE = 5
+
+
 class Lanes(_Compiling):
     """Several :class:`Background` processes, each compiling its own groups (a *lane*), so
     that the longest group does not wait behind the others. The groups of different lanes
     cover different functions, so the processes never compile the same function (see the
-    module notes)."""
+    module notes). The first lane runs at normal priority, the others at
+    :data:`LANE_NICE`."""
 
     def __init__(self, lanes):
         from . import _numba
 
-        self.parts = [Background(lane, install=False) for lane in lanes]
+        self.parts = [Background(lane, install=False, nice=0 if i == 0 else LANE_NICE)
+                      for i, lane in enumerate(lanes)]
         self.groups = tuple(g for lane in lanes for g in lane)
         _numba.set_before_compile(self._before_compile)
 
@@ -276,17 +297,17 @@ COMPILE_SECONDS = {"kbest": 4.5, "kdtree": 5.4, "knn_query": 3.6, "knn_sort": 2.
 
 
 def lanes_of(groups, n_lanes=2):
-    """Split ``groups`` into at most ``n_lanes`` lanes of about equal compile time: the
-    longest groups first, each to the least loaded lane; within a lane, the given order
-    (the order in which a command needs them)."""
-    load = [0.0] * max(1, min(n_lanes, len(groups)))
-    where = {}
-    for g in sorted(groups, key=lambda g: -COMPILE_SECONDS.get(g, 1.0)):
-        i = min(range(len(load)), key=load.__getitem__)
-        where[g] = i
-        load[i] += COMPILE_SECONDS.get(g, 1.0)
-    return [lane for lane in ([g for g in groups if where[g] == i] for i in range(len(load)))
-            if lane]
+    """Split ``groups`` (in the order a command needs them) into at most ``n_lanes``
+    lanes: each group, in that order, goes to the lane that finishes its groups so far
+    first (by :data:`COMPILE_SECONDS`), so that every group is ready as early as the
+    groups needed before it allow."""
+    lanes = [[] for _ in range(max(1, min(n_lanes, len(groups))))]
+    busy = [0.0] * len(lanes)
+    for g in groups:
+        i = min(range(len(lanes)), key=busy.__getitem__)
+        lanes[i].append(g)
+        busy[i] += COMPILE_SECONDS.get(g, 1.0)
+    return [lane for lane in lanes if lane]
 
 
 def _n_cpus():
@@ -331,11 +352,17 @@ def start(groups, verbose=True):
 
 
 def main(argv=None):
-    """``python -m structcal._warmup [--report] GROUP ...``."""
+    """``python -m structcal._warmup [--report] [--nice N] GROUP ...``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     report = None
-    if argv and argv[0] == "--report":
+    report_wanted = bool(argv) and argv[0] == "--report"
+    if report_wanted:
         argv = argv[1:]
+    if len(argv) >= 2 and argv[0] == "--nice":
+        if hasattr(os, "nice"):  # not on every platform
+            os.nice(int(argv[1]))
+        argv = argv[2:]
+    if report_wanted:
 
         def report(group):
             try:
