@@ -189,8 +189,8 @@ def test_lanes_split_the_groups_by_compile_time_and_wait_in_each(monkeypatch):
     assert _warmup.lanes_of([]) == []
     started = []
 
-    def fake(groups, install=True):
-        started.append((tuple(groups), install))
+    def fake(groups, install=True, nice=0):
+        started.append((tuple(groups), install, nice))
         return _background("".join(f"done {g}\n" for g in groups), groups)
 
     monkeypatch.setattr(_warmup, "Background", fake)
@@ -200,7 +200,8 @@ def test_lanes_split_the_groups_by_compile_time_and_wait_in_each(monkeypatch):
     lanes = _warmup.start(["kbest", "metrics"], verbose=False)
     try:
         assert isinstance(lanes, _warmup.Lanes)
-        assert started == [(("kbest",), False), (("metrics",), False)]
+        # the lane needed first at normal priority, the other behind it
+        assert started == [(("kbest",), False, 0), (("metrics",), False, _warmup.LANE_NICE)]
         assert _numba._before_compile == lanes._before_compile
         lanes.wait_for("metrics")  # reads only the lane compiling it
         assert lanes.parts[1].done == {"metrics"} and lanes.parts[0].done == set()
@@ -216,7 +217,7 @@ def test_a_group_is_compiled_here_while_its_requirements_are_missing(monkeypatch
     # before compiling it), so that no two processes compile the same kernel
     started = []
 
-    def fake(groups, install=True):
+    def fake(groups, install=True, nice=0):
         started.append(tuple(groups))
         return _background("".join(f"done {g}\n" for g in groups), groups)
 
