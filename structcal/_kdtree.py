@@ -96,9 +96,9 @@ def build_kdtree(X, leaf_size):
                 end += [s + n_left, e]
                 child += [-1, -1]
         node += 1
-    as_box = (lambda rows: np.array(rows, dtype=np.float64).reshape(len(rows), d))
+    boxes = [np.array(rows, dtype=np.float64).reshape(len(rows), d) for rows in (lower, upper)]
     return (perm, np.array(start, dtype=np.int64), np.array(end, dtype=np.int64),
-            np.array(child, dtype=np.int64), as_box(lower), as_box(upper))
+            np.array(child, dtype=np.int64), *boxes)
 
 
 def _best_split(vals, lo, hi, min_child):

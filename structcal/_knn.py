@@ -478,9 +478,10 @@ def knn_pass(mode, Q, q_group, ref_group, k, XT, yr, key, start, end, child, low
 
     The scratch arrays have one row per worker (``buf_*``: ``2k + 64`` columns,
     ``leaf_d``: the largest leaf, ``stack_*``: the tree's depth + 2, ``sort_stack``:
-    :data:`SORT_STACK`); worker ``w`` takes
-    the chunks ``w, w + W, ...``, so the results do not depend on the number of workers
-    or threads. Nothing is allocated here.
+    :data:`SORT_STACK`); of ``W`` workers, worker ``w`` takes the chunks from
+    ``w n_chunks // W`` to ``(w + 1) n_chunks // W`` (contiguous, so that threads, each
+    given a contiguous block of workers, get equal shares of chunks). The results do not
+    depend on the number of workers or threads. Nothing is allocated here.
     """
     n_q = Q.shape[0]
     n_grid = grid.shape[0]
@@ -490,7 +491,7 @@ def knn_pass(mode, Q, q_group, ref_group, k, XT, yr, key, start, end, child, low
         bd = buf_d[w]
         bk = buf_k[w]
         bp = buf_p[w]
-        for b in range(w, n_chunks, n_work):
+        for b in range(w * n_chunks // n_work, (w + 1) * n_chunks // n_work):
             if mode == CV_LOSSES:
                 for g in range(n_grid):
                     out[b, g] = 0.0

@@ -413,3 +413,29 @@ def test_plain_arrays_and_scikit_learns_validation_give_the_same_fit(tmp_path, F
         Forecaster(**kw).fit(X, np.arange(300) % 3)
     with pytest.raises(ValueError, match="binary"):
         Forecaster(**kw).fit(X, rng.random(300))
+
+
+@pytest.mark.parametrize("n_workers", [1, 3, 32])
+def test_knn_passes_do_not_depend_on_the_number_of_workers(monkeypatch, n_workers):
+    """CV losses, neighbour means and neighbour lists are the same, bit for bit, whether
+    the chunks go to one worker or many (and to the serial or the parallel copy)."""
+    from structcal import _numba, _regions
+
+    rng = np.random.default_rng(7)
+    X = _one_hot_and_continuous(rng, 3000)
+    y = (rng.random(3000) < 0.3).astype(float)
+    folds = rng.permutation(3000) % 5
+    Q = _one_hot_and_continuous(rng, 700)
+    grid = np.array([1, 4, 30, 90], dtype=np.int64)
+
+    def run():
+        tree = _regions._KDTree(X, y, folds)
+        return (tree.cv_losses(grid, prior=0.5, chunk=100), tree.neighbour_means(Q, 30, 0.5),
+                *tree.neighbour_indices(Q, 12))
+
+    want = run()  # default workers
+    monkeypatch.setattr(_regions, "_WORKERS", n_workers)
+    monkeypatch.setattr(_numba, "PARALLEL_MIN_WORK", 0)  # large enough for the parallel copy
+    monkeypatch.setattr(_numba, "PARALLEL_COMPILE_SECONDS", 0.0)
+    for a, b in zip(run(), want):
+        np.testing.assert_array_equal(a, b)
