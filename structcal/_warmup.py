@@ -1,24 +1,29 @@
-"""Compile kernels ahead of use, in a second process (private).
+"""Compile kernels ahead of use, in other processes (private).
 
 On a first run (empty Numba cache) a command spends most of its time compiling kernels,
 one after the other: Numba compiles on one thread, under a process-wide lock. The steps
-of a command need different kernels (chain inference first; k-best lists, k-NN
-forecasters and calibration metrics later), so :func:`start` compiles the later steps'
-kernels in other processes (two *lanes* of groups of about equal compile time,
-:func:`lanes_of`, so that the longest group does not wait behind the others), which
-write them to the on-disk cache while this process compiles the first step's. When this process reaches a kernel of a group the second
-process is compiling, it waits for that group and then loads the kernel from the cache.
+of a command need different kernels (chain inference first; k-NN queries, the shift
+test and calibration metrics later), so :func:`start` compiles the later steps' kernels
+in other processes (two *lanes*, :func:`lanes_of`: the groups in the order the command
+needs them, each to the lane free first; the first lane at normal priority, the others
+at :data:`LANE_NICE`), which write them to the on-disk cache while this process works.
+When this process reaches a kernel of a group a lane is compiling, it waits for that
+group and then loads the kernel from the cache. A group whose kernels call those of
+other groups (:data:`REQUIRES`) is left to this process while they are missing: it
+compiles it once they are cached.
 
 Each *group* runs a small representative workload through the same public functions a
 real run calls, so the kernels are compiled for the same argument types
-(``tests/test_warmup.py`` checks that the demo then compiles none of them itself).
+(``tests/test_warmup.py`` checks that the demo then compiles none of the lanes' kernels
+itself).
 
 Safety: Numba's cache is not safe for two processes compiling *different* signatures of
 the same function at the same time (both may pick the same data file name). The groups
-therefore cover whole functions (:data:`GROUPS`), the second process compiles nothing
-outside its groups (tested), and this process waits for a group before compiling any
-function it covers (:func:`structcal._numba.KernelDispatcher.compile`). Nothing else is
-shared. If the second process fails, this one compiles for itself.
+therefore cover whole functions (:data:`GROUPS`), a lane compiles nothing outside its
+groups (tested; a group runs in a lane only once its requirements are cached), and this
+process waits for a group before compiling any function it covers
+(:func:`structcal._numba.KernelDispatcher.compile`). Nothing else is shared. If a lane
+fails, this process compiles for itself.
 
 Disable with ``STRUCTCAL_WARMUP=0`` in the environment. Run by hand with
 ``python -m structcal._warmup GROUP ...`` (``all`` for every group), e.g. when building a
@@ -34,7 +39,8 @@ import threading
 
 import numpy as np
 
-__all__ = ["GROUPS", "run", "start", "Background", "Lanes", "lanes_of"]
+__all__ = ["GROUPS", "REQUIRES", "LANE_NICE", "run", "start", "Background", "Lanes",
+           "lanes_of"]
 
 
 def _kbest():
