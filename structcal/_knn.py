@@ -59,29 +59,9 @@ def _select_value(vals, m, nth):
 
 @kernel
 def build_kdtree(X, leaf_size):
-    """Build the tree over the rows of ``X`` (n, d): the tree of
-    :func:`structcal._kdtree.build_kdtree`, the same arrays (tested).
-
-    Returns ``perm`` (n,) (tree position -> row of ``X``), ``start``/``end`` (n_nodes,)
-    (each node's range of tree positions), ``child`` (n_nodes,) (index of the left
-    child, the right one follows it; -1 for a leaf) and ``lower``/``upper``
-    (n_nodes, d) (each node's bounding box). Nodes are numbered breadth first, so
-    parents come before children.
-
-    A node of more than ``leaf_size`` points is split in the dimension and at the point
-    that shrink its box the most: the score of a split is the node's spread in that
-    dimension minus the larger of the children's spreads. Candidates per dimension are
-    the rank-median split and, when the median value is tied, the two clean splits at
-    the edges of its tie block (all tied values on one side), which must leave at least
-    ``leaf_size // 4`` points on each side. On one-hot or otherwise discrete features a
-    median split inside a tie block leaves one child's box as wide as its parent's,
-    whereas a clean split removes that dimension from both boxes. Dimensions are tried
-    widest first and skipped once their spread cannot beat the best score; in nodes of
-    more than ``4 * _SAMPLE`` points candidates are scored at the median of an even
-    sample of ``_SAMPLE`` values, and a median split chosen that way is then made at the
-    exact median (of the widest dimension if no sampled candidate leaves
-    ``leaf_size // 4`` points per side). Any split gives the same neighbours (the tie
-    rule does not depend on the tree's shape), so these choices only affect speed.
+    """Build the tree over the rows of ``X`` (n, d): the same arrays as
+    :func:`structcal._kdtree.build_kdtree`, whose docstring describes the tree and its
+    splits (tested), computed in one compiled pass for large work.
     """
     n, d = X.shape
     min_child = max(1, leaf_size // 4)  # smallest child off the median: bounds n_nodes

@@ -122,7 +122,7 @@ class _KDTree:
                 np.empty((n_work, SORT_STACK), dtype=np.int64))
 
 
-#: Workers of a k-NN pass (rows of scratch; the chunks are dealt out to them in turn)
+#: Workers of a k-NN pass (rows of scratch; each takes a contiguous block of chunks)
 _WORKERS = 32
 _NO_GRID = np.zeros(1, dtype=np.int64)
 _NO_INDEX = np.zeros((1, 1), dtype=np.int64)
