@@ -170,6 +170,39 @@ def test_mid_size_chain_work_rents_numpy_until_the_kernels_are_bought(monkeypatc
     assert numpy_tier(SMALL_WORK, kernel="inference/_chain.kbest_batch")
 
 
+def test_large_work_moves_the_limit_of_renting(monkeypatch, tmp_path):
+    """A path whose kernel costs more to compile rents NumPy up to its own ``large_work``
+    (the k-NN tree: 2 s of NumPy) instead of LARGE_WORK."""
+    import structcal._cache as cache
+    import structcal._tier as tier
+
+    monkeypatch.setattr(cache, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(tier, "_ready", set())
+    past = 2 * tier.LARGE_WORK
+    assert not numpy_tier(past, kernel="_knn.build_kdtree")
+    assert numpy_tier(past, kernel="_knn.build_kdtree", large_work=3 * tier.LARGE_WORK)
+    assert not numpy_tier(4 * tier.LARGE_WORK, kernel="_knn.build_kdtree",
+                          large_work=3 * tier.LARGE_WORK)
+    (tmp_path / "_knn.build_kdtree-79.py311.nbi").write_bytes(b"")  # compiled: the kernel
+    assert not numpy_tier(past, kernel="_knn.build_kdtree", large_work=3 * tier.LARGE_WORK)
+
+
+@pytest.mark.parametrize("n", [50, 3000, 9000])
+def test_knn_tree_tiers_build_the_same_tree(n):
+    """The tree of a fit is the same whichever tier builds it (NumPy, or the kernel)."""
+    from structcal._regions import _build_tree
+
+    rng = np.random.default_rng(n)
+    X = np.column_stack([np.round(rng.normal(size=(n, 3)), 1),
+                         np.eye(6)[rng.integers(0, 6, n)]])
+    with forced_tier("numpy"):
+        a = _build_tree(X)
+    with forced_tier("kernels"):
+        b = _build_tree(X)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_knn_map_tiers_agree_with_ties(seed):
     """k-NN forecasts by a scan equal the KD-tree kernel's bit for bit, with many equal
