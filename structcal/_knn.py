@@ -436,11 +436,43 @@ def sort_neighbours(buf_d, buf_k, buf_p, count, stack):
 CV_LOSSES, MEANS, INDICES = 0, 1, 2
 
 
-@batch_kernel
-def knn_pass(mode, Q, q_group, ref_group, k, XT, yr, key, start, end, child, lower, upper,
-             grid, prior, chunk, out, out_idx, buf_d, buf_k, buf_p, leaf_d, stack_node,
-             stack_lb, sort_stack):
-    """Query the tree for the ``k`` nearest references of every row of ``Q`` and write,
+def _types():
+    from numba import types as t
+
+    return t, t.float64[::1], t.float64[:, ::1], t.int64[::1], t.int64[:, ::1], t.int64
+
+
+def query_signature():
+    """The signature :func:`query_one` is compiled for (the one :func:`knn_pass` calls)."""
+    t, f1, f2, i1, _, i = _types()
+    return i(f1, i, i, f2, i1, i1, i1, i1, i1, f2, f2, f1, i1, i1, f1, i1, f1)
+
+
+def sort_signature():
+    """The signature :func:`sort_neighbours` is compiled for (the one :func:`knn_pass`
+    calls)."""
+    t, f1, _, i1, _, i = _types()
+    return t.none(f1, i1, i1, i, i1)
+
+
+def _pass_signature():
+    """The signature :func:`knn_pass` is compiled for. ``query`` and ``sort`` are
+    first-class functions (:func:`query_one`, :func:`sort_neighbours`, compiled for
+    :func:`query_signature` and :func:`sort_signature`): the pass calls them through
+    their addresses, so it compiles without them (in parallel with them on a first run),
+    and they compile once, not again inside each copy of the pass."""
+    t, f1, f2, i1, i2, i = _types()
+    query, sort = t.FunctionType(query_signature()), t.FunctionType(sort_signature())
+    return t.none(i, query, sort, f2, i1, i1, i, f2, f1, i1, i1, i1, i1, f2, f2, i1, t.float64,
+                  i, f2, i2, f2, i2, i2, f2, i2, f2, i2)
+
+
+@batch_kernel(signature=_pass_signature)
+def knn_pass(mode, query, sort, Q, q_group, ref_group, k, XT, yr, key, start, end, child,
+             lower, upper, grid, prior, chunk, out, out_idx, buf_d, buf_k, buf_p, leaf_d,
+             stack_node, stack_lb, sort_stack):
+    """Query the tree for the ``k`` nearest references of every row of ``Q`` (with
+    ``query``, :func:`query_one`; sorted by ``sort``, :func:`sort_neighbours`) and write,
     by ``mode``:
 
     - ``CV_LOSSES``: the cross-validated squared losses of k-NN forecasts, for every k
@@ -476,16 +508,15 @@ def knn_pass(mode, Q, q_group, ref_group, k, XT, yr, key, start, end, child, low
                 for g in range(n_grid):
                     out[b, g] = 0.0
             for q in range(b * chunk, min(n_q, (b + 1) * chunk)):
-                count = query_one(Q[q], q_group[q], k, XT, key, ref_group, start, end, child,
-                                  lower, upper, bd, bk, bp, leaf_d[w], stack_node[w],
-                                  stack_lb[w])
+                count = query(Q[q], q_group[q], k, XT, key, ref_group, start, end, child,
+                              lower, upper, bd, bk, bp, leaf_d[w], stack_node[w], stack_lb[w])
                 total = 0.0
                 if mode == MEANS:
                     for r in range(count):
                         total += yr[bp[r]]
                     out[q, 0] = (total + prior) / (count + 2.0 * prior)
                     continue
-                sort_neighbours(bd, bk, bp, count, sort_stack[w])
+                sort(bd, bk, bp, count, sort_stack[w])
                 if mode == INDICES:
                     for r in range(count):
                         out_idx[q, r] = bk[r]

@@ -286,12 +286,13 @@ class BatchKernel:
 
     def __call__(self, *args, work):
         if work < PARALLEL_MIN_WORK or numba.get_num_threads() == 1:
-            return self.serial(*args)
+            return self._ready(self.serial)(*args)
         if self._use_parallel(args):
-            return self.parallel(*args)
-        n_overloads = len(self.serial.overloads)
+            return self._ready(self.parallel)(*args)
+        serial = self._ready(self.serial)
+        n_overloads = len(serial.overloads)
         t0 = time.perf_counter()
-        out = self.serial(*args)
+        out = serial(*args)
         if len(self.serial.overloads) == n_overloads:  # a run, not a compilation
             seconds = time.perf_counter() - t0
             self.serial_seconds = _tier.bill(seconds, self._bill_name) + seconds
@@ -307,15 +308,60 @@ class BatchKernel:
         dispatcher = self.parallel.dispatcher
         if not hasattr(dispatcher, "typeof_pyval"):  # NUMBA_DISABLE_JIT: plain functions
             return True
-        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        sig = self._types(dispatcher, args)
         if sig in dispatcher.overloads:
             return True
         if sig in self._not_cached:
             return False
-        if _in_disk_cache(dispatcher, sig):
+        if _in_disk_cache(dispatcher, self._cache_key(sig)):
             return True
         self._not_cached.add(sig)
         return False
+
+    def _types(self, dispatcher, args):
+        """The argument types a call with ``args`` compiles (or finds) a copy for."""
+        return tuple(dispatcher.typeof_pyval(a) for a in args)
+
+    def _cache_key(self, types):
+        """What Numba's cache index keys that copy by (the argument types, when compiled
+        for a call)."""
+        return types
+
+    def _ready(self, copy):
+        """The copy to call (compiled on its call, as any kernel)."""
+        return copy
+
+
+class SignedBatchKernel(BatchKernel):
+    """A :class:`BatchKernel` compiled for one explicit signature.
+
+    Needed when an argument is a first-class function (a kernel passed to the driver,
+    typed ``numba.types.FunctionType``): a call from Python would type that argument as
+    the very function object, a specialisation that the on-disk cache of the next
+    process cannot find. Each copy is instead compiled for ``signature()`` (or loaded
+    from the cache) before its first call, after which it only converts arguments.
+    """
+
+    def __init__(self, func, signature):
+        super().__init__(func)
+        self.signature = signature
+
+    def _types(self, dispatcher, args):
+        return self.signature().args
+
+    def _cache_key(self, types):
+        return self.signature()  # compiled for the signature, keyed by it
+
+    def _ready(self, copy):
+        dispatcher = getattr(copy, "dispatcher", copy)
+        if getattr(dispatcher, "_can_compile", False):  # not with NUMBA_DISABLE_JIT
+            dispatcher.compile(self.signature())
+            dispatcher.disable_compile()
+        return copy
+
+    def compile(self, parallel=False):
+        """Compile (or load) the serial copy, or the parallel one, without running it."""
+        self._ready(self.parallel if parallel else self.serial)
 
 
 def _in_disk_cache(dispatcher, sig):
@@ -333,9 +379,13 @@ def _in_disk_cache(dispatcher, sig):
         return False
 
 
-def batch_kernel(func):
-    """Decorate a batch driver that loops with ``prange``: see :class:`BatchKernel`."""
-    return BatchKernel(func)
+def batch_kernel(func=None, *, signature=None):
+    """Decorate a batch driver that loops with ``prange``: see :class:`BatchKernel` (and
+    :class:`SignedBatchKernel` for ``signature``, a function returning the Numba
+    signature, called when a copy is first needed)."""
+    if func is None:
+        return lambda f: batch_kernel(f, signature=signature)
+    return BatchKernel(func) if signature is None else SignedBatchKernel(func, signature)
 
 
 _LOG2E = 1.4426950408889634

@@ -93,18 +93,21 @@ class _KDTree:
 
     def _pass(self, mode, Q, fold, k, grid, prior, chunk, out, out_idx, work):
         """Run :func:`structcal._knn.knn_pass` with scratch for its workers."""
-        from ._knn import knn_pass
+        from ._knn import knn_pass, query_one, sort_neighbours
 
         n_q, n = Q.shape[0], self.XT.shape[1]
         if fold is None:  # no fold excludes any reference
             q_group, ref_group = np.zeros(n_q, dtype=np.int64), np.full(n, -1, dtype=np.int64)
         else:
             q_group = ref_group = fold
+        Q = np.ascontiguousarray(Q, dtype=np.float64)
+        if not Q.flags.writeable:  # the pass is compiled for writable arrays only
+            Q = Q.copy()
+        grid = _NO_GRID if grid is None else np.ascontiguousarray(grid, dtype=np.int64)
         knn_pass(
-            mode, np.ascontiguousarray(Q, dtype=np.float64), q_group, ref_group, k, self.XT,
-            self.yr, self.key, self.start, self.end, self.child, self.lower, self.upper,
-            _NO_GRID if grid is None else grid, float(prior), chunk, out,
-            _NO_INDEX if out_idx is None else out_idx,
+            mode, query_one, sort_neighbours, Q, q_group, ref_group, k, self.XT, self.yr,
+            self.key, self.start, self.end, self.child, self.lower, self.upper, grid,
+            float(prior), chunk, out, _NO_INDEX if out_idx is None else out_idx,
             *self.scratch(max(1, min(-(-n_q // chunk), _WORKERS)), k), work=work,
         )
 

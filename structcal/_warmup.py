@@ -5,22 +5,21 @@ one after the other: Numba compiles on one thread, under a process-wide lock. Th
 of a command need different kernels (chain inference first; k-NN queries, the shift
 test and calibration metrics later), so :func:`start` compiles the later steps' kernels
 in other processes (two *lanes*, :func:`lanes_of`: the groups in the order the command
-needs them, each to the lane free first; the first lane at normal priority, the others
-at :data:`LANE_NICE`), which write them to the on-disk cache while this process works.
+needs them, each to the lane free first; groups needed only later at
+:data:`LANE_NICE`), which write them to the on-disk cache while this process works.
 When this process reaches a kernel of a group a lane is compiling, it waits for that
-group and then loads the kernel from the cache. A group whose kernels call those of
-other groups (:data:`REQUIRES`) is left to this process while they are missing: it
-compiles it once they are cached.
+group and then loads the kernel from the cache. (The k-NN pass takes the query and sort
+kernels as first-class functions, so that the three compile in parallel.)
 
 Each *group* runs a small representative workload through the same public functions a
-real run calls, so the kernels are compiled for the same argument types
-(``tests/test_warmup.py`` checks that the demo then compiles none of the lanes' kernels
-itself).
+real run calls (or compiles a kernel for the signature it is called with), so the
+kernels are compiled for the same argument types
+(``tests/test_warmup.py`` checks that the demo then compiles none of them itself).
 
 Safety: Numba's cache is not safe for two processes compiling *different* signatures of
 the same function at the same time (both may pick the same data file name). The groups
 therefore cover whole functions (:data:`GROUPS`), a lane compiles nothing outside its
-groups (tested; a group runs in a lane only once its requirements are cached), and this
+groups (tested), and this
 process waits for a group before compiling any function it covers
 (:func:`structcal._numba.KernelDispatcher.compile`). Nothing else is shared. If a lane
 fails, this process compiles for itself.
@@ -39,7 +38,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["GROUPS", "REQUIRES", "LANE_NICE", "run", "start", "Background", "Lanes",
+__all__ = ["GROUPS", "LANE_NICE", "run", "start", "Background", "Lanes",
            "lanes_of"]
 
 
@@ -61,51 +60,29 @@ def _kdtree():
     build_kdtree(np.random.default_rng(0).random((400, 3)), LEAF_SIZE)
 
 
-def _one_leaf_tree(n=400):
-    """A :class:`structcal._regions._KDTree` of one leaf over random points (arrays of the
-    types a built tree holds), so that a group querying it compiles no kernel of
-    ``kdtree``."""
-    from ._regions import _KDTree
-
-    rng = np.random.default_rng(0)
-    X = rng.random((n, 3))
-    y = (rng.random(n) < X[:, 0]).astype(np.float64)
-    one_leaf = (np.arange(n), np.zeros(1, dtype=np.int64), np.full(1, n, dtype=np.int64),
-                np.full(1, -1, dtype=np.int64), X.min(axis=0)[None, :].copy(),
-                X.max(axis=0)[None, :].copy())
-    return _KDTree(X, y, np.arange(n) % 10, tree=one_leaf)
-
-
 def _knn_query():
-    """One k-NN query (:func:`structcal._knn.query_one`, with the argument types of
-    :func:`structcal._knn.knn_pass`'s calls)."""
-    from ._knn import query_one
+    """k-NN queries (:func:`structcal._knn.query_one`, for the signature
+    :func:`structcal._knn.knn_pass` calls it with)."""
+    from ._knn import query_one, query_signature
 
-    tree = _one_leaf_tree(50)
-    bd, bk, bp, leaf_d, stack_node, stack_lb, _ = tree.scratch(1, 5)
-    Q = np.ascontiguousarray(tree.XT.T)
-    query_one(Q[0], tree.fold[0], 5, tree.XT, tree.key, tree.fold, tree.start, tree.end,
-              tree.child, tree.lower, tree.upper, bd[0], bk[0], bp[0], leaf_d[0],
-              stack_node[0], stack_lb[0])
+    query_one.compile(query_signature())
 
 
 def _knn_sort():
-    """Sorting a query's neighbours (:func:`structcal._knn.sort_neighbours`)."""
-    from ._knn import sort_neighbours
+    """Sorting a query's neighbours (:func:`structcal._knn.sort_neighbours`, for the
+    signature :func:`structcal._knn.knn_pass` calls it with)."""
+    from ._knn import sort_neighbours, sort_signature
 
-    bd, bk, bp, _, _, _, stack = _one_leaf_tree(50).scratch(1, 5)
-    bd[0, :3] = (2.0, 1.0, 1.0)
-    bk[0, :3] = bp[0, :3] = (0, 2, 1)
-    sort_neighbours(bd[0], bk[0], bp[0], 3, stack[0])
+    sort_neighbours.compile(sort_signature())
 
 
 def _forecasters():
-    """k-NN region forecasters: cross-validated k and predictions (the passes over
-    queries of :func:`structcal._knn.knn_pass`, after ``knn_query`` and ``knn_sort``),
-    on a tree of one leaf."""
-    tree = _one_leaf_tree()
-    tree.cv_losses(np.array([5, 10], dtype=np.int64))
-    tree.neighbour_means(np.ascontiguousarray(tree.X_fit[:10]), 5)
+    """k-NN region forecasters' passes over queries (:func:`structcal._knn.knn_pass`:
+    cross-validated losses, predictions), compiled for their signature without running
+    (running needs the kernels of ``knn_query`` and ``knn_sort``)."""
+    from ._knn import knn_pass
+
+    knn_pass.compile()
 
 
 def _shift():
@@ -145,23 +122,6 @@ GROUPS = {
     "metrics": (_metrics, ("structcal.metrics._kernels",)),
 }
 
-#: group -> the groups whose kernels its kernels call. Those are compiled first (in
-#: another process, in parallel if there are several); the group itself is then compiled
-#: where it is needed, by a process that waits for them (:func:`start`), so that no
-#: two processes ever compile the same kernel.
-REQUIRES = {"forecasters": ("knn_query", "knn_sort")}
-
-
-def _with_requirements(groups):
-    """``groups`` with each group's requirements before it (each group once)."""
-    out = []
-    for group in groups:
-        for g in REQUIRES.get(group, ()) + (group,):
-            if g not in out:
-                out.append(g)
-    return out
-
-
 def group_of(func):
     """Return the group covering the Python function ``func`` of a kernel, or None."""
     module = func.__module__
@@ -176,7 +136,7 @@ def run(groups, report=None):
     """Run the workloads of ``groups`` in this process; ``report(group)`` after each."""
     from ._tier import forced_tier
 
-    for group in _with_requirements(groups):
+    for group in groups:
         with forced_tier("kernels"):  # small workloads, run on the kernels being warmed
             GROUPS[group][0]()
         if report is not None:
@@ -207,6 +167,9 @@ class _Compiling:
     def _before_compile(self, dispatcher):
         group = group_of(dispatcher.py_func)
         if group is not None:
+            # Numba's set-up for a process's first kernel (about 0.6 s), done while the
+            # group compiles elsewhere rather than after it
+            dispatcher.targetctx.refresh()
             self.wait_for(group)
 
     def detach(self):
@@ -238,13 +201,14 @@ class Background(_Compiling):
     at the end (it waits for the process).
     """
 
-    def __init__(self, groups, *, install=True, nice=0):
+    def __init__(self, groups, *, install=True, later=()):
         from . import _numba
 
         self.groups = tuple(groups)
         self.done = set()
         self._lock = threading.Lock()
-        extra = ["--nice", str(nice)] if nice else []
+        urgent = [g for g in self.groups if g not in later]
+        extra = ["--nice-from", str(len(urgent))] if len(urgent) < len(self.groups) else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "structcal._warmup", "--report", *extra, *self.groups],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -267,8 +231,9 @@ class Background(_Compiling):
                     self.done.add(line.split()[1])
 
 
-#: Niceness of every lane but the first: the first holds the group needed first, and on
-#: a machine with fewer CPUs than processes it gets ahead of the others
+#: Niceness of a lane while it compiles the groups a command needs later (``later`` of
+#: :func:`start`): on a machine with fewer CPUs than processes, the groups needed first
+#: get ahead of them
 LANE_NICE = 5
 
 
@@ -276,14 +241,12 @@ class Lanes(_Compiling):
     """Several :class:`Background` processes, each compiling its own groups (a *lane*), so
     that the longest group does not wait behind the others. The groups of different lanes
     cover different functions, so the processes never compile the same function (see the
-    module notes). The first lane runs at normal priority, the others at
-    :data:`LANE_NICE`."""
+    module notes). Each lane compiles the groups of ``later`` last, at :data:`LANE_NICE`."""
 
-    def __init__(self, lanes):
+    def __init__(self, lanes, later=()):
         from . import _numba
 
-        self.parts = [Background(lane, install=False, nice=0 if i == 0 else LANE_NICE)
-                      for i, lane in enumerate(lanes)]
+        self.parts = [Background(lane, install=False, later=later) for lane in lanes]
         self.groups = tuple(g for lane in lanes for g in lane)
         _numba.set_before_compile(self._before_compile)
 
@@ -298,8 +261,8 @@ class Lanes(_Compiling):
 
 #: Seconds each group takes to compile on an empty cache (``python -m structcal._warmup
 #: GROUP``, 2-CPU machine), used to split groups between two processes
-COMPILE_SECONDS = {"kbest": 4.5, "kdtree": 5.4, "knn_query": 3.6, "knn_sort": 2.8,
-                   "forecasters": 2.4, "metrics": 6.0}
+COMPILE_SECONDS = {"kbest": 4.5, "kdtree": 5.4, "knn_query": 3.0, "knn_sort": 1.8,
+                   "forecasters": 1.6, "shift": 0.8, "metrics": 6.0}
 
 
 def lanes_of(groups, n_lanes=2):
@@ -323,13 +286,15 @@ def _n_cpus():
         return os.cpu_count() or 1
 
 
-def start(groups, verbose=True):
-    """Start compiling the kernels of ``groups`` in a second process, if useful.
+def start(groups, verbose=True, later=()):
+    """Start compiling the kernels of ``groups``, then of ``later``, in other processes,
+    if useful.
 
-    The groups' requirements (:data:`REQUIRES`) are started too; a group whose
-    requirements are not cached is left to this process, which compiles it when it
-    needs it, after waiting for them. Nothing is started when they are cached already,
-    this process may use only one CPU, or ``STRUCTCAL_WARMUP=0``.
+    Both are in the order a command needs them. ``later`` are groups the command needs
+    after the others, or can do without (it builds k-NN trees in NumPy until their
+    kernel is compiled): they are compiled at a lower priority (:data:`LANE_NICE`).
+    Nothing is started when they are cached already, this process may use only one CPU,
+    or ``STRUCTCAL_WARMUP=0``.
 
     Returns the :class:`Background` (call its ``close()`` when done) or None. While it
     runs, a kernel of one of its groups waits for that group before compiling (see
@@ -342,31 +307,30 @@ def start(groups, verbose=True):
         return None
     if _n_cpus() < 2:  # a second process would only compete with this one
         return None
-    missing = [g for g in _with_requirements(groups) if not _probe_cached(g)]
-    # a group whose requirements are missing: compiled here, after waiting for them
-    missing = [g for g in missing if not set(REQUIRES.get(g, ())) & set(missing)]
+    missing = [g for g in (*groups, *later) if not _probe_cached(g)]
     if not missing:
         return None
     lanes = lanes_of(missing)
     if len(lanes) > 1:
         message(f"compiling the kernels of later steps ({', '.join(missing)}) in "
                 f"{len(lanes)} other processes ...", verbose)
-        return Lanes(lanes)
+        return Lanes(lanes, later)
     message(f"compiling the kernels of later steps ({', '.join(missing)}) in a second "
             "process ...", verbose)
-    return Background(missing)
+    return Background(missing, later=later)
 
 
 def main(argv=None):
-    """``python -m structcal._warmup [--report] [--nice N] GROUP ...``."""
+    """``python -m structcal._warmup [--report] [--nice-from K] GROUP ...`` (the groups
+    from the K-th on at :data:`LANE_NICE`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     report = None
     report_wanted = bool(argv) and argv[0] == "--report"
     if report_wanted:
         argv = argv[1:]
-    if len(argv) >= 2 and argv[0] == "--nice":
-        if hasattr(os, "nice"):  # not on every platform
-            os.nice(int(argv[1]))
+    nice_from = None
+    if len(argv) >= 2 and argv[0] == "--nice-from":
+        nice_from = int(argv[1])
         argv = argv[2:]
     if report_wanted:
 
@@ -382,7 +346,13 @@ def main(argv=None):
         print(f"unknown groups {unknown}; expected some of {sorted(GROUPS)} or 'all'",
               file=sys.stderr)
         return 2
-    run(groups, report)
+    if nice_from is None:
+        run(groups, report)
+        return 0
+    run(groups[:nice_from], report)
+    if hasattr(os, "nice"):  # not on every platform
+        os.nice(LANE_NICE)
+    run(groups[nice_from:], report)
     return 0
 
 

@@ -42,9 +42,7 @@ def test_each_group_compiles_only_the_kernels_it_covers():
     assert {g for g, _, _ in seen} == set(_warmup.GROUPS)  # every group compiles something
     for group, module, name in seen:
         func = types.SimpleNamespace(__module__=module, __name__=name)
-        # a group runs after its requirements (cached by then: it loads their kernels)
-        allowed = {group, *_warmup.REQUIRES.get(group, ())}
-        assert _warmup.group_of(func) in allowed, (group, module, name)
+        assert _warmup.group_of(func) == group, (group, module, name)
 
 
 def _kernels_called_by(func):
@@ -73,11 +71,10 @@ def test_covered_kernels_call_only_their_groups_kernels():
                         continue
                     if _warmup.group_of(k.py_func) != group:
                         continue
-                    allowed = {group, *_warmup.REQUIRES.get(group, ())}
                     for callee in _kernels_called_by(k.py_func):
                         if callee.targetoptions.get("inline") == "always":
                             continue  # compiled into each caller: no cache entry of its own
-                        assert _warmup.group_of(callee.py_func) in allowed, (k, callee)
+                        assert _warmup.group_of(callee.py_func) == group, (k, callee)
 
 
 def test_report_lines(monkeypatch, capsys):
@@ -171,14 +168,13 @@ _DEMO = textwrap.dedent('''
 @pytest.mark.skipif(_warmup._n_cpus() < 2, reason="no second process on one CPU")
 def test_first_demo_run_compiles_no_covered_kernel_itself(tmp_path):
     # the groups' workloads compile the very signatures the demo needs: with an empty
-    # cache, the demo loads every kernel the other processes compile (knn_query,
-    # knn_sort) and compiles only the group left to it (forecasters: its k-NN pass)
+    # cache, the demo loads every covered kernel from the other processes' compilation
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("STRUCTCAL_WARMUP", None)
     out = subprocess.run([sys.executable, "-c", _DEMO], env=env, capture_output=True,
                          text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["structcal._knn:knn_pass"]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
 def test_lanes_split_the_groups_by_compile_time_and_wait_in_each(monkeypatch):
@@ -189,19 +185,20 @@ def test_lanes_split_the_groups_by_compile_time_and_wait_in_each(monkeypatch):
     assert _warmup.lanes_of([]) == []
     started = []
 
-    def fake(groups, install=True, nice=0):
-        started.append((tuple(groups), install, nice))
+    def fake(groups, install=True, later=()):
+        started.append((tuple(groups), install, tuple(later)))
         return _background("".join(f"done {g}\n" for g in groups), groups)
 
     monkeypatch.setattr(_warmup, "Background", fake)
     monkeypatch.setattr(_warmup, "_probe_cached", lambda g: False)
     monkeypatch.setattr(_warmup, "_n_cpus", lambda: 2)
     monkeypatch.delenv("STRUCTCAL_WARMUP", raising=False)
-    lanes = _warmup.start(["kbest", "metrics"], verbose=False)
+    lanes = _warmup.start(["kbest"], verbose=False, later=["metrics"])
     try:
         assert isinstance(lanes, _warmup.Lanes)
-        # the lane needed first at normal priority, the other behind it
-        assert started == [(("kbest",), False, 0), (("metrics",), False, _warmup.LANE_NICE)]
+        # each lane is told which of its groups are needed later (compiled niced)
+        assert started == [(("kbest",), False, ("metrics",)), (("metrics",), False,
+                                                                ("metrics",))]
         assert _numba._before_compile == lanes._before_compile
         lanes.wait_for("metrics")  # reads only the lane compiling it
         assert lanes.parts[1].done == {"metrics"} and lanes.parts[0].done == set()
@@ -211,33 +208,19 @@ def test_lanes_split_the_groups_by_compile_time_and_wait_in_each(monkeypatch):
     assert all(p.proc.waited for p in lanes.parts)
 
 
-def test_a_group_is_compiled_here_while_its_requirements_are_missing(monkeypatch):
-    # forecasters' kernels call those of knn_query and knn_sort: these two compile in two
-    # other processes, and forecasters is left to this process (which waits for them
-    # before compiling it), so that no two processes compile the same kernel
-    started = []
-
-    def fake(groups, install=True, nice=0):
-        started.append(tuple(groups))
-        return _background("".join(f"done {g}\n" for g in groups), groups)
-
-    monkeypatch.setattr(_warmup, "Background", fake)
-    monkeypatch.setattr(_warmup, "_n_cpus", lambda: 2)
-    monkeypatch.delenv("STRUCTCAL_WARMUP", raising=False)
-    monkeypatch.setattr(_warmup, "_probe_cached", lambda g: False)
-    lanes = _warmup.start(["forecasters"], verbose=False)
-    try:
-        assert started == [("knn_query",), ("knn_sort",)]
-        assert "forecasters" not in lanes.groups
-    finally:
-        lanes.close()
-    # with its requirements cached, the group itself compiles in the second process
-    started.clear()
-    monkeypatch.setattr(_warmup, "_probe_cached", lambda g: g in ("knn_query", "knn_sort"))
-    background = _warmup.start(["forecasters"], verbose=False)
-    try:
-        assert started == [("forecasters",)]
-    finally:
-        background.close()
-    assert _warmup._with_requirements(["metrics", "forecasters", "knn_sort"]) == [
-        "metrics", "knn_query", "knn_sort", "forecasters"]
+def test_a_lane_compiles_the_groups_needed_later_at_a_lower_priority(monkeypatch):
+    calls = []
+    monkeypatch.setattr(_warmup, "run", lambda groups, report=None: calls.append(tuple(groups)))
+    monkeypatch.setattr(os, "nice", lambda n: calls.append(("nice", n)))
+    assert _warmup.main(["--report", "--nice-from", "1", "kbest", "metrics"]) == 0
+    assert calls == [("kbest",), ("nice", _warmup.LANE_NICE), ("metrics",)]
+    calls.clear()
+    assert _warmup.main(["kbest", "metrics"]) == 0  # no --nice-from: all at once, not niced
+    assert calls == [("kbest", "metrics")]
+    argv = []
+    monkeypatch.setattr(_warmup.subprocess, "Popen",
+                        lambda args, **kw: argv.append(args) or types.SimpleNamespace())
+    _warmup.Background(["kbest", "metrics", "shift"], install=False, later=["shift"])
+    _warmup.Background(["kbest"], install=False, later=["shift"])
+    assert argv[0][-5:] == ["--nice-from", "2", "kbest", "metrics", "shift"]
+    assert argv[1][-2:] == ["--report", "kbest"]

@@ -34,10 +34,10 @@ def demo_ocr(model: str = "ocr_chain_crf", as_json: bool = False, verbose: bool 
 
     t0 = time.perf_counter()
     say(f"structcal demo ocr: calibrated confidence for the shipped chain CRF {model!r}")
-    # a first run: the k-NN queries' kernels compile in two other processes meanwhile,
-    # this one compiles their pass over the events (k-best lists and the metrics run in
-    # NumPy at this size; so do the k-NN trees until their kernel is compiled)
-    background = warmup.start(("forecasters", "kdtree", "shift"), verbose)
+    # a first run: the k-NN kernels compile in two other processes meanwhile, then the
+    # shift test's (k-best lists, the metrics and the k-NN trees run in NumPy at this size)
+    background = warmup.start(("knn_query", "knn_sort", "forecasters"), verbose,
+                              later=("shift",))
     try:
         with compile_monitor(verbose) as jit:
             message("loading the shipped model and the OCR data ...", verbose)
