@@ -39,6 +39,11 @@
     compile time it avoids, and a job run again and again stops paying the serial time
     once it has paid for the compilation). With one Numba thread the serial copy always
     runs.
+``SignedBatchKernel``
+    A ``BatchKernel`` compiled for one explicit signature, for drivers that take other
+    kernels as first-class functions (``numba.types.FunctionType``): such a driver
+    compiles without the kernels it calls (and in another process than them), and calls
+    them through their addresses.
 
 Thread safety: every kernel may be called from several Python threads at once. Serial
 kernels release the GIL (``nogil``) and run concurrently. Parallel drivers run
@@ -75,8 +80,8 @@ _attach_monitors()  # compile monitors opened before Numba was imported (structc
 from ._simd import ROUND_MAGIC, fma, pow2_rounded, where_ge  # noqa: E402
 
 __all__ = [
-    "kernel", "parallel_kernel", "batch_kernel", "BatchKernel", "ThreadSafeDispatcher", "prange",
-    "exp_nonpositive",
+    "kernel", "parallel_kernel", "batch_kernel", "BatchKernel", "SignedBatchKernel",
+    "ThreadSafeDispatcher", "prange", "exp_nonpositive",
 ]
 
 #: Below this many units of work (e.g. tokens) a batch runs on the calling thread: waking

@@ -224,3 +224,41 @@ def test_a_lane_compiles_the_groups_needed_later_at_a_lower_priority(monkeypatch
     _warmup.Background(["kbest"], install=False, later=["shift"])
     assert argv[0][-5:] == ["--nice-from", "2", "kbest", "metrics", "shift"]
     assert argv[1][-2:] == ["--report", "kbest"]
+
+
+_KNN_RUN = textwrap.dedent('''
+    import json
+    import numpy as np
+    from numba.core import event
+    from structcal._regions import _KDTree
+    compiled = []
+    class L(event.Listener):
+        def on_start(self, ev):
+            f = ev.data["dispatcher"].py_func
+            compiled.append(f.__module__ + ":" + f.__name__)
+        def on_end(self, ev):
+            pass
+    event.register("numba:compile", L())
+    rng = np.random.default_rng(0)
+    X, y = rng.random((600, 3)), (rng.random(600) < 0.5).astype(float)
+    tree = _KDTree(X, y, np.arange(600) % 5)
+    tree.cv_losses(np.array([5, 50]))
+    tree.neighbour_means(X[:5], 7)
+    tree.neighbour_indices(X[:5], 7)
+    print(json.dumps([name for name in compiled if name.startswith("structcal._knn")]))
+''')
+
+
+def test_the_knn_groups_compile_what_a_later_process_loads(tmp_path):
+    # the query and sort kernels reach the pass as first-class functions, looked up in
+    # the cache by the signature the pass calls them with: the groups must compile them
+    # (and the pass) for exactly that, or every process would compile them again
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), STRUCTCAL_TIER="auto")
+    for groups in (["knn_query"], ["knn_sort", "forecasters"]):  # as two lanes would
+        out = subprocess.run([sys.executable, "-m", "structcal._warmup", *groups], env=env,
+                             capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-c", _KNN_RUN], env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
