@@ -370,11 +370,13 @@ class SignedBatchKernel(BatchKernel):
 
 
 def _in_disk_cache(dispatcher, sig):
-    """Whether Numba's on-disk cache holds ``dispatcher`` compiled for the types ``sig``.
+    """Whether Numba's on-disk cache holds ``dispatcher`` compiled for ``sig`` (argument
+    types, as a call compiles for; or the full signature a copy was compiled for).
 
-    It is read from the cache index; nothing is loaded or compiled. This reads two private attributes of Numba's cache (stable since Numba 0.49); if they
-    change, the answer is False, which only means the parallel copy waits for the
-    rent-or-buy rule (module notes) rather than being used at once.
+    It is read from the cache index; nothing is loaded or compiled. This reads two
+    private attributes of Numba's cache (stable since Numba 0.49); if they change, the
+    answer is False, which only means the parallel copy waits for the rent-or-buy rule
+    (module notes) rather than being used at once.
     """
     try:
         cache = dispatcher._cache

@@ -73,7 +73,7 @@ _forced = [os.environ.get("STRUCTCAL_TIER", "auto")]
 
 
 def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECONDS_PER_STEP,
-               large_work: float = None) -> bool:
+               large_work: float | None = None) -> bool:
     """Whether work of this size runs in NumPy (rather than in the Numba kernels).
 
     ``kernel`` (e.g. ``"inference/_chain.infer_batch"``, a kernel's module path under the
