@@ -132,10 +132,10 @@ _NO_INDEX = np.zeros((1, 1), dtype=np.int64)
 
 
 def _build_tree(X):
-    """The KD-tree over ``X``: built in NumPy (:mod:`structcal._kdtree`) for work up to
-    a few seconds there, unless the kernel (:func:`structcal._knn.build_kdtree`, the
-    same tree) is compiled already; the kernel for larger work (rent-or-buy rule of
-    :mod:`structcal._tier`)."""
+    """The KD-tree over ``X``: built in NumPy (:mod:`structcal._kdtree`) for up to about
+    2 s of NumPy work (:data:`TREE_LARGE_WORK`), unless the kernel
+    (:func:`structcal._knn.build_kdtree`, the same tree) is compiled already; the kernel
+    for larger work (rent-or-buy rule of :mod:`structcal._tier`)."""
     from ._kdtree import LEAF_SIZE, build_kdtree, numpy_seconds
 
     if numpy_tier(numpy_seconds(*X.shape) / SECONDS_PER_STEP, kernel="_knn.build_kdtree",
