@@ -148,6 +148,11 @@ class _BinaryForecaster(SaveLoadMixin, ParamsMixin):
             array = _plain_array(X)
             if array is not None and array.shape[1] == self.n_features_in_:
                 return array
+            if _empty_rows(X, self.n_features_in_):
+                return np.empty((0, self.n_features_in_))
+            if type(X) is np.ndarray and X.ndim == 2 and X.shape[0] == 0:
+                raise ParameterError(f"`X` has {X.shape[1]} features, but {type(self).__name__} "
+                                     f"was fit on {self.n_features_in_}")
         from sklearn.utils.validation import validate_data
 
         return validate_data(self, X, dtype=np.float64, reset=False)
@@ -176,6 +181,15 @@ def _plain_array(X):
         return None
     X = X.astype(np.float64, copy=False)
     return X if np.isfinite(X).all() else None
+
+
+def _empty_rows(X, width):
+    """Whether ``X`` is an array (or list) of no rows, of numbers ``width`` wide: an
+    empty batch, forecast as no rows rather than refused as scikit-learn would."""
+    if isinstance(X, (list, tuple)) and len(X) == 0:
+        return True
+    return (type(X) is np.ndarray and X.ndim == 2 and X.shape == (0, width)
+            and X.dtype.kind in "biuf")
 
 
 def _plain_targets(X, y):

@@ -163,6 +163,23 @@ def test_bad_input(Forecaster):
         Forecaster(cv=1).fit(X, y)
 
 
+@pytest.mark.parametrize("Forecaster", [KNNRegionForecaster, TreeRegionForecaster])
+def test_an_empty_batch_gets_no_rows(Forecaster):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    f = Forecaster().fit(X, X[:, 0] + rng.normal(size=60) > 0)
+    for empty in (np.empty((0, 3)), np.empty((0, 3), dtype=np.float32), []):
+        assert f.predict_proba(empty).shape == (0, 2)
+        assert f.predict(empty).shape == (0,)
+    assert f.to_map().predict_proba(np.empty((0, 3))).shape == (0, 2)
+    with pytest.raises(ValueError, match="`X` has 2 features, but .* was fit on 3"):
+        f.predict_proba(np.empty((0, 2)))
+    with pytest.raises(ValueError, match="2D array"):
+        f.predict_proba(np.empty(0))
+    with pytest.raises(ValueError):
+        Forecaster().fit(np.empty((0, 3)), np.empty(0, bool))
+
+
 @parametrize_with_checks(
     [KNNRegionForecaster(k_grid=[1, 3, 5]), TreeRegionForecaster(leaf_grid=[1, 3, 5])],
     expected_failed_checks=lambda est: {
