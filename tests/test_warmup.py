@@ -218,12 +218,46 @@ def test_a_lane_compiles_the_groups_needed_later_at_a_lower_priority(monkeypatch
     assert _warmup.main(["kbest", "metrics"]) == 0  # no --nice-from: all at once, not niced
     assert calls == [("kbest", "metrics")]
     argv = []
+    monkeypatch.setattr(_warmup, "_can_fork", lambda: False)
     monkeypatch.setattr(_warmup.subprocess, "Popen",
                         lambda args, **kw: argv.append(args) or types.SimpleNamespace())
     _warmup.Background(["kbest", "metrics", "shift"], install=False, later=["shift"])
     _warmup.Background(["kbest"], install=False, later=["shift"])
     assert argv[0][-5:] == ["--nice-from", "2", "kbest", "metrics", "shift"]
     assert argv[1][-2:] == ["--report", "kbest"]
+
+
+@pytest.mark.skipif(not _warmup._can_fork(), reason="lanes are forked on Linux only")
+def test_a_forked_lane_reports_its_groups_and_nothing_else(monkeypatch, tmp_path, capfd):
+    log = tmp_path / "ran"
+
+    def group(name, fail=False):
+        def work():
+            with open(log, "a") as f:  # the lane's niceness when it runs the group
+                f.write(f"{name} {os.getpid()} {os.nice(0)}\n")
+            print("noise from the lane")
+            if fail:
+                raise RuntimeError("a failing group")
+        return work, (f"nowhere:{name}",)
+
+    monkeypatch.setattr(_warmup, "GROUPS", {"a": group("a"), "b": group("b"),
+                                            "c": group("c", fail=True), "d": group("d")})
+    nice = os.nice(0)
+    b = _warmup.Background(["a", "b"], install=False, later=["b"])
+    assert isinstance(b.proc, _warmup._Forked)
+    b.wait_for("b")
+    assert b.done == {"a", "b"}
+    b.close()
+    ran = [line.split() for line in log.read_text().splitlines()]
+    assert [r[0] for r in ran] == ["a", "b"] and ran[0][1] != str(os.getpid())
+    assert int(ran[0][2]) == nice and int(ran[1][2]) == nice + _warmup.LANE_NICE
+    # a group that fails ends the lane: this process stops waiting for the rest
+    b = _warmup.Background(["c", "d"], install=False)
+    b.wait_for("d")
+    b.close()
+    assert b.done == {"c", "d"} and log.read_text().splitlines()[-1].startswith("c ")
+    out, err = capfd.readouterr()
+    assert "noise" not in out + err and "failing" not in out + err
 
 
 _KNN_RUN = textwrap.dedent('''
