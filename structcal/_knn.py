@@ -464,13 +464,23 @@ def _pass_signature():
     t, f1, f2, i1, i2, i = _types()
     query, sort = t.FunctionType(query_signature()), t.FunctionType(sort_signature())
     return t.none(i, query, sort, f2, i1, i1, i, f2, f1, i1, i1, i1, i1, f2, f2, i1, t.float64,
-                  i, f2, i2, f2, i2, i2, f2, i2, f2, i2)
+                  i, f2, i2, f2, i2, i2, f2, i2, f2, i2, i, i)
 
 
-@batch_kernel(signature=_pass_signature)
+def _split_workers(args, n_threads):
+    """:func:`knn_pass`'s arguments for each of up to ``n_threads`` threads running its
+    serial copy at once: each takes a contiguous block of the call's workers."""
+    lo, hi = args[-2], args[-1]
+    n = hi - lo
+    n_parts = max(1, min(n_threads, n))
+    return [(*args[:-2], lo + t * n // n_parts, lo + (t + 1) * n // n_parts)
+            for t in range(n_parts)]
+
+
+@batch_kernel(signature=_pass_signature, split=_split_workers)
 def knn_pass(mode, query, sort, Q, q_group, ref_group, k, XT, yr, key, start, end, child,
              lower, upper, grid, prior, chunk, out, out_idx, buf_d, buf_k, buf_p, leaf_d,
-             stack_node, stack_lb, sort_stack):
+             stack_node, stack_lb, sort_stack, w_lo, w_hi):
     """Query the tree for the ``k`` nearest references of every row of ``Q`` (with
     ``query``, :func:`query_one`; sorted by ``sort``, :func:`sort_neighbours`) and write,
     by ``mode``:
@@ -492,14 +502,16 @@ def knn_pass(mode, query, sort, Q, q_group, ref_group, k, XT, yr, key, start, en
     ``leaf_d``: the largest leaf, ``stack_*``: the tree's depth + 2, ``sort_stack``:
     :data:`SORT_STACK`); of ``W`` workers, worker ``w`` takes the chunks from
     ``w n_chunks // W`` to ``(w + 1) n_chunks // W`` (contiguous, so that threads, each
-    given a contiguous block of workers, get equal shares of chunks). The results do not
-    depend on the number of workers or threads. Nothing is allocated here.
+    given a contiguous block of workers, get equal shares of chunks). This call runs the
+    workers ``w_lo`` to ``w_hi - 1`` (all of them: 0 and ``W``; a block of them when
+    Python threads share the serial copy). The results do not depend on the number of
+    workers or threads. Nothing is allocated here.
     """
     n_q = Q.shape[0]
     n_grid = grid.shape[0]
     n_chunks = (n_q + chunk - 1) // chunk
     n_work = buf_d.shape[0]
-    for w in prange(n_work):
+    for w in prange(w_lo, w_hi):
         bd = buf_d[w]
         bk = buf_k[w]
         bp = buf_p[w]

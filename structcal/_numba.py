@@ -38,7 +38,10 @@
     rent-or-buy rule: a first run after install never pays more than about twice the
     compile time it avoids, and a job run again and again stops paying the serial time
     once it has paid for the compilation). With one Numba thread the serial copy always
-    runs.
+    runs. A driver that can split its work (``batch_kernel(split=...)``: the arguments
+    of calls doing disjoint parts of it) runs such a batch, until the parallel copy is
+    bought, in the serial copy on as many Python threads at once (serial kernels release
+    the GIL): every CPU at no compilation cost.
 ``SignedBatchKernel``
     A ``BatchKernel`` compiled for one explicit signature, for drivers that take other
     kernels as first-class functions (``numba.types.FunctionType``): such a driver
@@ -64,6 +67,7 @@ Numba's own per-file check would miss.
 import threading
 import time
 import types
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 from numba import njit, prange
@@ -276,8 +280,9 @@ class BatchKernel:
     parallel once the parallel copy is compiled or cached (see the module notes).
     """
 
-    def __init__(self, func):
+    def __init__(self, func, split=None):
         self.py_func = func
+        self.split = split
         self.parallel = parallel_kernel(_renamed(func, "__parallel"))
         self.serial = kernel(func)
         self.__doc__ = func.__doc__
@@ -297,10 +302,25 @@ class BatchKernel:
         serial = self._ready(self.serial)
         n_overloads = len(serial.overloads)
         t0 = time.perf_counter()
-        out = serial(*args)
+        out = self._threaded(serial, args)
         if len(self.serial.overloads) == n_overloads:  # a run, not a compilation
             seconds = time.perf_counter() - t0
             self.serial_seconds = _tier.bill(seconds, self._bill_name) + seconds
+        return out
+
+    def _threaded(self, serial, args):
+        """Run the serial copy on ``args``: in Numba's number of Python threads at once
+        when the driver can ``split`` its work (serial kernels release the GIL), so that
+        a large batch uses every CPU before the parallel copy is bought."""
+        n_threads = numba.get_num_threads()
+        parts = self.split(args, n_threads) if self.split is not None else None
+        if parts is None or len(parts) < 2 or not len(serial.overloads):
+            return serial(*args)
+        with ThreadPoolExecutor(len(parts) - 1) as pool:
+            others = [pool.submit(serial, *part) for part in parts[1:]]
+            out = serial(*parts[0])
+            for future in others:
+                future.result()
         return out
 
     def _use_parallel(self, args):
@@ -347,8 +367,8 @@ class SignedBatchKernel(BatchKernel):
     from the cache) before its first call, after which it only converts arguments.
     """
 
-    def __init__(self, func, signature):
-        super().__init__(func)
+    def __init__(self, func, signature, split=None):
+        super().__init__(func, split)
         self.signature = signature
 
     def _types(self, dispatcher, args):
@@ -386,13 +406,20 @@ def _in_disk_cache(dispatcher, sig):
         return False
 
 
-def batch_kernel(func=None, *, signature=None):
+def batch_kernel(func=None, *, signature=None, split=None):
     """Decorate a batch driver that loops with ``prange``: see :class:`BatchKernel` (and
     :class:`SignedBatchKernel` for ``signature``, a function returning the Numba
-    signature, called when a copy is first needed)."""
+    signature, called when a copy is first needed).
+
+    ``split(args, n_threads)``, optional, returns the arguments of at most ``n_threads``
+    calls that together do the work of the call with ``args`` (disjoint parts, the same
+    results): a large batch then runs the serial copy in that many threads at once until
+    the parallel copy is bought."""
     if func is None:
-        return lambda f: batch_kernel(f, signature=signature)
-    return BatchKernel(func) if signature is None else SignedBatchKernel(func, signature)
+        return lambda f: batch_kernel(f, signature=signature, split=split)
+    if signature is None:
+        return BatchKernel(func, split)
+    return SignedBatchKernel(func, signature, split)
 
 
 _LOG2E = 1.4426950408889634

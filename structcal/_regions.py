@@ -104,11 +104,12 @@ class _KDTree:
         if not Q.flags.writeable:  # the pass is compiled for writable arrays only
             Q = Q.copy()
         grid = _NO_GRID if grid is None else np.ascontiguousarray(grid, dtype=np.int64)
+        n_work = max(1, min(-(-n_q // chunk), _WORKERS))
         knn_pass(
             mode, query_one, sort_neighbours, Q, q_group, ref_group, k, self.XT, self.yr,
             self.key, self.start, self.end, self.child, self.lower, self.upper, grid,
             float(prior), chunk, out, _NO_INDEX if out_idx is None else out_idx,
-            *self.scratch(max(1, min(-(-n_q // chunk), _WORKERS)), k), work=work,
+            *self.scratch(n_work, k), 0, n_work, work=work,
         )
 
     def scratch(self, n_work, k):

@@ -432,11 +432,13 @@ def test_plain_arrays_and_scikit_learns_validation_give_the_same_fit(tmp_path, F
         Forecaster(**kw).fit(X, rng.random(300))
 
 
+@pytest.mark.parametrize("copy", ["parallel", "threads"])
 @pytest.mark.parametrize("n_workers", [1, 3, 32])
-def test_knn_passes_do_not_depend_on_the_number_of_workers(monkeypatch, n_workers):
+def test_knn_passes_do_not_depend_on_the_number_of_workers(monkeypatch, n_workers, copy):
     """CV losses, neighbour means and neighbour lists are the same, bit for bit, whether
-    the chunks go to one worker or many (and to the serial or the parallel copy)."""
-    from structcal import _numba, _regions
+    the chunks go to one worker or many (and to the serial copy, the parallel copy or
+    the serial copy in several threads at once)."""
+    from structcal import _knn, _numba, _regions
 
     rng = np.random.default_rng(7)
     X = _one_hot_and_continuous(rng, 3000)
@@ -454,5 +456,13 @@ def test_knn_passes_do_not_depend_on_the_number_of_workers(monkeypatch, n_worker
     monkeypatch.setattr(_regions, "_WORKERS", n_workers)
     monkeypatch.setattr(_numba, "PARALLEL_MIN_WORK", 0)  # large enough for the parallel copy
     monkeypatch.setattr(_numba, "PARALLEL_COMPILE_SECONDS", 0.0)
+    threaded = []
+    if copy == "threads":  # the parallel copy not bought: the serial one, split
+        monkeypatch.setattr(_knn.knn_pass, "_use_parallel", lambda args: False)
+        monkeypatch.setattr(_numba.numba, "get_num_threads", lambda: 3)
+        split = _knn.knn_pass.split
+        monkeypatch.setattr(_knn.knn_pass, "split",
+                            lambda args, n: threaded.append(n) or split(args, n))
     for a, b in zip(run(), want):
         np.testing.assert_array_equal(a, b)
+    assert threaded == ([3] * 3 if copy == "threads" else [])  # CV, means, neighbours
