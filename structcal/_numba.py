@@ -98,6 +98,18 @@ PARALLEL_MIN_WORK = 4096
 #: it for the first large batch (benchmarks that time the parallel code set this).
 PARALLEL_COMPILE_SECONDS = 5.0
 
+#: Interpreted seconds per elementary step of a graph driver (``steps=``: nodes and edges
+#: x labels x labels x iterations), an upper estimate: mean field on a 6 x 6 grid of 3
+#: labels (96 nodes and edges) takes 8.6 ms an iteration (1.0e-5 s a step), loopy BP
+#: 1.9 ms, on a 2-CPU machine
+INTERPRET_SECONDS_PER_STEP = 1e-5
+#: A call estimated to take longer interpreted (counting every iteration it may run) is
+#: compiled
+INTERPRET_MAX_SECONDS = 2.0
+#: Seconds of interpreted runs of a driver, summed over the processes of an install, after
+#: which it is compiled (compiling one graph driver takes 4-12 s on 2 CPUs)
+INTERPRET_RENT_SECONDS = 3.0
+
 
 class KernelDispatcher(CPUDispatcher):
     """Numba's CPU dispatcher, with fewer specialisations for calls between kernels.
@@ -280,9 +292,12 @@ class BatchKernel:
     parallel once the parallel copy is compiled or cached (see the module notes).
     """
 
-    def __init__(self, func, split=None):
+    def __init__(self, func, split=None, interpret=False):
         self.py_func = func
         self.split = split
+        self.interpret = interpret
+        self._interpret_bill = f"interpreted_seconds.{func.__module__}.{func.__name__}"
+        self._kernel_name = _kernel_file_name(func)
         self.parallel = parallel_kernel(_renamed(func, "__parallel"))
         self.serial = kernel(func)
         self.__doc__ = func.__doc__
@@ -294,7 +309,14 @@ class BatchKernel:
         self._bill_read = False
         self._not_cached = set()  # signatures whose parallel copy the disk cache lacks
 
-    def __call__(self, *args, work):
+    def __call__(self, *args, work, steps=None):
+        if steps is not None and self.interpret and self._interpreted_tier(steps):
+            from . import _interpreted
+
+            t0 = time.perf_counter()
+            out = _interpreted.run(self, args)
+            _tier.bill(time.perf_counter() - t0, self._interpret_bill)
+            return out
         if work < PARALLEL_MIN_WORK or numba.get_num_threads() == 1:
             return self._ready(self.serial)(*args)
         if self._use_parallel(args):
@@ -307,6 +329,25 @@ class BatchKernel:
             seconds = time.perf_counter() - t0
             self.serial_seconds = _tier.bill(seconds, self._bill_name) + seconds
         return out
+
+    def _interpreted_tier(self, steps):
+        """Whether a call of ``steps`` elementary steps runs the driver's Python source
+        (:mod:`structcal._interpreted`) rather than a compiled copy: always under
+        ``forced_tier("numpy")``, never under ``"kernels"``; otherwise while neither copy
+        is compiled in this process or cached on disk, the call would take at most
+        :data:`INTERPRET_MAX_SECONDS`, and this install's interpreted runs of the driver
+        have taken less than :data:`INTERPRET_RENT_SECONDS` (the rent-or-buy rule; the
+        bill is kept per driver in the install's cache folder)."""
+        tier = _tier.current()
+        if tier != "auto" or not hasattr(self.serial, "py_func"):
+            return tier == "numpy" and hasattr(self.serial, "py_func")
+        if steps * INTERPRET_SECONDS_PER_STEP > INTERPRET_MAX_SECONDS:
+            return False
+        if self.serial.overloads or self.parallel.dispatcher.overloads:
+            return False
+        if any(_tier.kernel_compiled(name) for name in self._kernel_name):
+            return False
+        return _tier.bill(0.0, self._interpret_bill) < INTERPRET_RENT_SECONDS
 
     def _threaded(self, serial, args):
         """Run the serial copy on ``args``: in Numba's number of Python threads at once
@@ -406,7 +447,15 @@ def _in_disk_cache(dispatcher, sig):
         return False
 
 
-def batch_kernel(func=None, *, signature=None, split=None):
+def _kernel_file_name(func):
+    """The names :func:`structcal._tier.kernel_compiled` finds the serial and parallel
+    copies of the driver ``func`` by in the cache (module path under the package, name)."""
+    module = func.__module__.split(".", 1)[1] if "." in func.__module__ else func.__module__
+    path = module.replace(".", "/")
+    return (f"{path}.{func.__name__}", f"{path}.{func.__name__}__parallel")
+
+
+def batch_kernel(func=None, *, signature=None, split=None, interpret=False):
     """Decorate a batch driver that loops with ``prange``: see :class:`BatchKernel` (and
     :class:`SignedBatchKernel` for ``signature``, a function returning the Numba
     signature, called when a copy is first needed).
@@ -414,11 +463,18 @@ def batch_kernel(func=None, *, signature=None, split=None):
     ``split(args, n_threads)``, optional, returns the arguments of at most ``n_threads``
     calls that together do the work of the call with ``args`` (disjoint parts, the same
     results): a large batch then runs the serial copy in that many threads at once until
-    the parallel copy is bought."""
+    the parallel copy is bought.
+
+    ``interpret=True``: a call given ``steps=`` (its work in elementary steps) may run the
+    driver's Python source instead of compiling it (:meth:`BatchKernel._interpreted_tier`,
+    :mod:`structcal._interpreted`); only for drivers that use no vector intrinsics."""
     if func is None:
-        return lambda f: batch_kernel(f, signature=signature, split=split)
+        return lambda f: batch_kernel(f, signature=signature, split=split,
+                                      interpret=interpret)
     if signature is None:
-        return BatchKernel(func, split)
+        return BatchKernel(func, split, interpret)
+    if interpret:
+        raise TypeError("a driver compiled for an explicit signature is not interpreted")
     return SignedBatchKernel(func, signature, split)
 
 

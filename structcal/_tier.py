@@ -27,7 +27,7 @@ import os
 from contextlib import contextmanager
 
 __all__ = ["SMALL_WORK", "LARGE_WORK", "shared_seconds_per_step", "kbest_seconds_per_step",
-           "numpy_tier", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
+           "numpy_tier", "current", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
@@ -85,11 +85,7 @@ def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECOND
     compile than the chain kernels' share of :data:`RENT_SECONDS`.
     """
     work = work * (seconds_per_step / SECONDS_PER_STEP)
-    tier = _forced[-1]
-    if tier not in _TIERS:  # only the environment can put an unknown name here
-        from .exceptions import ParameterError
-
-        raise ParameterError(f"STRUCTCAL_TIER must be one of {list(_TIERS)}; got {tier!r}")
+    tier = current()
     if tier != "auto":
         return tier == "numpy"
     if work <= SMALL_WORK:
@@ -98,6 +94,17 @@ def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECOND
             kernel_compiled(kernel)):
         return False
     return bill(work * SECONDS_PER_STEP) < RENT_SECONDS
+
+
+def current() -> str:
+    """The tier in force: ``'auto'``, or the one forced (:func:`forced_tier`, or the
+    ``STRUCTCAL_TIER`` environment variable)."""
+    tier = _forced[-1]
+    if tier not in _TIERS:  # only the environment can put an unknown name here
+        from .exceptions import ParameterError
+
+        raise ParameterError(f"STRUCTCAL_TIER must be one of {list(_TIERS)}; got {tier!r}")
+    return tier
 
 
 def bill(seconds: float, name: str = "numpy_rent_seconds") -> float:

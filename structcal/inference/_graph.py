@@ -170,7 +170,7 @@ def _graph_score(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, labels):
     return total
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def score_batch(offsets, edge_offsets, unary, edges, kind, pw, emat, potts, labels, out):
     """Unnormalised log-score of the given labeling of every graph."""
     n_graphs = offsets.shape[0] - 1
@@ -224,7 +224,7 @@ def _icm_graph(
     return sweeps, False
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def icm_batch(
     offsets,
     unary,
@@ -268,7 +268,7 @@ def icm_batch(
         converged[g] = conv
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def conditional_logits_batch(
     offsets, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, labels, out
 ):
@@ -285,7 +285,7 @@ def conditional_logits_batch(
                 out[i, a] = tmp[a]
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def second_best_batch(
     offsets,
     unary,
@@ -626,7 +626,7 @@ def _mf_elbo(
     return total
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def mean_field_batch(
     offsets,
     finite,
@@ -692,7 +692,7 @@ def mean_field_batch(
         status[g] = st
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def mean_field_elbo_batch(
     offsets, finite, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev, q, PF, PR, elbo
 ):
@@ -1234,7 +1234,7 @@ def _trws_pass(
     return change
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def trws_batch(
     offsets,
     edge_offsets,
@@ -1438,7 +1438,7 @@ def _bethe(n0, n1, e0, e1, unary, edges, kind, pw, emat, potts, indptr, marg, em
     return total
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def bp_batch(
     mode,
     offsets,
@@ -1614,7 +1614,7 @@ def _uniform(seed, counter):
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@batch_kernel
+@batch_kernel(interpret=True)
 def gibbs_batch(offsets, order, unary, kind, pw, pwT, emat, potts, indptr, nbr, eid, rev,
                 labels, seeds, sweep0, n_sweeps, status):
     """Run ``n_sweeps`` Gibbs sweeps on every graph (``prange`` over graphs), in place.

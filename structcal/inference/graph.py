@@ -59,6 +59,12 @@ __all__ = [
 ]
 
 
+def _steps(p, iterations=1):
+    """``steps=`` of the graph drivers: nodes and edges x labels x labels x iterations,
+    what a run in Python costs (:meth:`structcal._numba.BatchKernel._interpreted_tier`)."""
+    return (p.n_nodes + p.n_edges) * p.n_states * p.n_states * iterations
+
+
 def _batch_work(p):
     """``work=`` of the graph drivers (``prange`` over graphs): 0 for one graph, which
     runs on the calling thread whatever its size, else ``n_nodes * K * K`` (the serial
@@ -281,7 +287,7 @@ def score_labelings(potentials: GraphPotentials, labels) -> np.ndarray:
     out = np.empty(p.n_graphs)
     _graph.score_batch(
         p.offsets, p.edge_offsets, p.unary, p.edges, kind, pw, emat, potts, labels, out,
-        work=_batch_work(p),
+        work=_batch_work(p), steps=_steps(p),
     )
     return out
 
@@ -292,7 +298,7 @@ def _conditional_logits(p: GraphPotentials, labels: np.ndarray) -> np.ndarray:
     out = np.empty((p.n_nodes, p.n_states))
     _graph.conditional_logits_batch(
         p.offsets, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], labels, out,
-        work=_batch_work(p),
+        work=_batch_work(p), steps=_steps(p),
     )
     return out
 
@@ -412,6 +418,7 @@ def second_best(potentials: GraphPotentials, labels, map_score=None) -> SecondBe
         label,
         score,
         work=_batch_work(p),
+        steps=_steps(p, p.n_states),
     )
     out = labels.copy()
     has = node >= 0
@@ -586,6 +593,7 @@ def mean_field(
             delta,
             status,
             work=_batch_work(p),
+            steps=_steps(p, max_iter),
         )
         _raise_infeasible(
             status,
@@ -596,7 +604,7 @@ def mean_field(
     if log_partition:
         _graph.mean_field_elbo_batch(
             p.offsets, finite, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], q, PF,
-            PR, elbo, work=p.n_nodes,
+            PR, elbo, work=p.n_nodes, steps=_steps(p),
         )
     converged = delta <= tol
     if warn:
@@ -686,6 +694,7 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
         logz,
         scores,
         work=_batch_work(p),
+        steps=_steps(p, max_iter),
     )
     converged = np.asarray(p.is_forest, dtype=bool) | (delta <= tol)
     return labels, scores, marg, emarg, logz, n_iter, converged, delta, status
@@ -859,6 +868,7 @@ def _run_trws(p, tol, max_iter):
         delta,
         scores,
         work=_batch_work(p),
+        steps=_steps(p, max_iter),
     )
     return best, n_iter, delta
 
@@ -997,6 +1007,7 @@ def icm(
         sweeps,
         converged,
         work=_batch_work(p),
+        steps=_steps(p, max_iter),
     )
     if warn:
         _warn_unconverged(converged, "ICM", max_iter)
@@ -1204,7 +1215,8 @@ def _gibbs_chain(p: GraphPotentials, n_samples, burn_in, thin, init, random_stat
         if n_sweeps:
             _graph.gibbs_batch(p.offsets, order, p.unary, kind, pw, pwT, emat, potts,
                                *_structure(p)[:4], labels, seeds, sweep, n_sweeps, status,
-                               work=p.n_nodes * n_sweeps)
+                               work=p.n_nodes * n_sweeps,
+                               steps=_steps(p, n_sweeps))
             sweep += n_sweeps
             _raise_infeasible(status, "a node has no allowed label given its neighbours in the "
                                       "Gibbs chain (start it from a feasible labeling)")
