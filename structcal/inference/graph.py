@@ -65,6 +65,17 @@ def _steps(p, iterations=1):
     return (p.n_nodes + p.n_edges) * p.n_states * p.n_states * iterations
 
 
+def _helper(kernel, driver, steps, *args):
+    """Call ``kernel`` (a plain kernel a routine calls besides its batch driver), or its
+    Python copy where the driver would run as Python for ``steps`` steps (so that a
+    small first run compiles neither)."""
+    if driver._interpreted_tier(steps):
+        from .. import _interpreted
+
+        return _interpreted.run(kernel, args)
+    return kernel(*args)
+
+
 def _batch_work(p):
     """``work=`` of the graph drivers (``prange`` over graphs): 0 for one graph, which
     runs on the calling thread whatever its size, else ``n_nodes * K * K`` (the serial
@@ -196,7 +207,8 @@ def _colour_order(p: GraphPotentials) -> np.ndarray:
     """
     if "colour_order" not in p._derived:
         colour = np.empty(p.n_nodes, dtype=np.int64)
-        _graph.greedy_colours(p.n_nodes, p.adjacency.indptr, p.adjacency.neighbors, colour)
+        _helper(_graph.greedy_colours, _graph.gibbs_batch, _steps(p), p.n_nodes,
+                p.adjacency.indptr, p.adjacency.neighbors, colour)
         order = np.lexsort((colour, p.graph_index)).astype(np.int64)  # stable: index order
         order.flags.writeable = False
         p._derived["colour_order"] = order
@@ -342,7 +354,7 @@ def pseudo_marginals(potentials: GraphPotentials, labels) -> np.ndarray:
     # writable array would compile softmax_rows a second time
     logits = _readonly(_conditional_logits(p, labels))
     out = np.empty_like(logits)
-    _graph.softmax_rows(logits, out)
+    _helper(_graph.softmax_rows, _graph.conditional_logits_batch, _steps(p), logits, out)
     bad = np.flatnonzero(np.isnan(out[:, 0]))
     if bad.size:
         raise InfeasibleError(
@@ -543,7 +555,8 @@ def mean_field(
     if init is None:
         q = np.empty((p.n_nodes, K))
         if not on_grid:  # (the grid kernel starts from softmax(unary) itself)
-            _graph.softmax_rows(p.unary, q)
+            _helper(_graph.softmax_rows, _graph.mean_field_batch, _steps(p, max_iter), p.unary,
+                    q)
             _raise_forbidden_unary(np.flatnonzero(np.isnan(q[:, 0])))
     else:
         q = as_float_array(init, "init", ndim=2, shape=(p.n_nodes, K)).copy()
