@@ -42,6 +42,10 @@
     of calls doing disjoint parts of it) runs such a batch, until the parallel copy is
     bought, in the serial copy on as many Python threads at once (serial kernels release
     the GIL): every CPU at no compilation cost.
+    A driver declared ``interpret=True`` (the general graph drivers) and called with
+    ``steps=`` runs small work that is not compiled yet as its own Python source
+    (:mod:`structcal._interpreted`), by a rent-or-buy rule of its own
+    (:meth:`BatchKernel._interpreted_tier`).
 ``SignedBatchKernel``
     A ``BatchKernel`` compiled for one explicit signature, for drivers that take other
     kernels as first-class functions (``numba.types.FunctionType``): such a driver
