@@ -157,7 +157,7 @@ def run(name, p, y, g, targets, n_splits, rng, draw=None):
             med = np.median(r["acc"])
             share = f"{med / oracle:.2f}" if oracle > 0 else "-"
             cells.append(f"{m} {r['met'] / n_splits:.3f} {med:.3f} ({share})")
-        print(f"{name:<16}{target:<6}" + " | ".join(cells), flush=True)
+        print(f"{name:<20}{target:<6}" + " | ".join(cells), flush=True)
 
 
 def main(argv=None):
@@ -166,7 +166,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"# python benchmarks/guarantees_variants.py --splits {args.splits}")
-    print("setting         target  per variant: share of splits meeting the target, median "
+    print("setting             target  per variant: share of splits meeting the target, median "
           "share accepted (of the oracle's)")
     for icc in (0.0, 0.4, 0.6):
         run(f"synthetic {icc}", None, None, None, (0.8, 0.9), args.splits, rng,

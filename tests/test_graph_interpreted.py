@@ -137,3 +137,22 @@ def test_python_stand_ins_of_the_intrinsics():
     want = np.array([_numba.exp_nonpositive(v) for v in x])
     got = np.array([_interpreted.interpreted(_numba.exp_nonpositive)(v) for v in x])
     np.testing.assert_array_equal(got, want)
+
+
+def test_bp_tables_without_compilation_equal_the_kernels():
+    from structcal.inference import _chain
+    from structcal.inference.graph import _scaled_exponentials
+
+    rng = np.random.default_rng(1)
+    for K in range(1, 10):  # below and past the kernel's 4-lane width
+        for trial in range(10):
+            pw = rng.standard_normal((3, K, K)) * rng.choice([1.0, 30.0, 300.0])
+            pw[rng.random(pw.shape) < 0.3] = -np.inf
+            if trial % 3 == 0:
+                pw[:, :, 0] = -np.inf  # a column forbidden everywhere
+            E, _, colmax, _ = _chain.scaled_exponentials(pw)
+            got = _scaled_exponentials(pw)
+            np.testing.assert_array_equal(got[0], E)
+            np.testing.assert_array_equal(got[1], colmax)
+    E, colmax = _scaled_exponentials(np.zeros((0, 3, 3)))
+    assert E.shape == (0, 3, 3) and colmax.shape == (0, 3)

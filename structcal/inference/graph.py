@@ -76,6 +76,20 @@ def _helper(kernel, driver, steps, *args):
     return kernel(*args)
 
 
+def _scaled_exponentials(pw):
+    """``(E, colmax)`` of :func:`structcal.inference._chain.scaled_exponentials`, computed
+    with the interpreted ``exp_nonpositive`` (no compilation): the same values bit for bit
+    (column maxima, 0 for a column forbidden everywhere, then each entry's exponential)."""
+    from .. import _interpreted, _numba
+
+    exp = np.vectorize(_interpreted.interpreted(_numba.exp_nonpositive), otypes=[np.float64])
+    colmax = pw.max(axis=1) if pw.size else np.zeros((pw.shape[0], pw.shape[2]))
+    colmax[colmax == -np.inf] = 0.0
+    with np.errstate(all="ignore"):
+        E = exp(pw - colmax[:, None, :]) if pw.size else np.zeros(pw.shape)
+    return np.ascontiguousarray(E, dtype=np.float64), colmax
+
+
 def _batch_work(p):
     """``work=`` of the graph drivers (``prange`` over graphs): 0 for one graph, which
     runs on the calling thread whatever its size, else ``n_nodes * K * K`` (the serial
@@ -648,8 +662,11 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
             and not p.is_forest.any()):
         return _run_bp_grid(p, damping, tol, max_iter, do_edge)
     if mode == _graph.MODE_SUM and kind == _graph.KIND_MATRIX:
-        EF, _, cF, _ = _chain.scaled_exponentials(pwT)
-        ER, _, cR, _ = _chain.scaled_exponentials(pw)
+        if _graph.bp_batch._interpreted_tier(_steps(p, max_iter)):  # compile nothing
+            (EF, cF), (ER, cR) = _scaled_exponentials(pwT), _scaled_exponentials(pw)
+        else:
+            EF, _, cF, _ = _chain.scaled_exponentials(pwT)
+            ER, _, cR, _ = _chain.scaled_exponentials(pw)
     else:
         EF = ER = np.empty((0, K, K))
         cF = cR = np.empty((0, K))
