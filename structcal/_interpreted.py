@@ -17,8 +17,9 @@ Array elements are NumPy scalars, so arithmetic on them follows NumPy (``x / 0``
 ``inf``); the copies run with NumPy's floating-point warnings off. The operations are the
 kernels' own, in their order, so the results are the compiled kernels' bit for bit where
 the CPU fuses ``fma`` (``tests/test_graph_interpreted.py`` compares every graph driver).
-A pass of a 6 x 6 grid with 3 labels takes milliseconds; compiling the graph kernels
-takes seconds each (:class:`structcal._numba.BatchKernel` chooses, by a rent-or-buy
+An iteration of mean field on a 6 x 6 grid with 3 labels takes about 5-9 ms this way
+(:data:`structcal._numba.INTERPRET_SECONDS_PER_STEP`); compiling a graph driver takes
+seconds (:class:`structcal._numba.BatchKernel` chooses, by a rent-or-buy
 rule).
 
 Kernels that use the vector intrinsics of :mod:`structcal._simd` (``vload``, ``f64x4``
