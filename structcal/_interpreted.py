@@ -17,7 +17,7 @@ Array elements are NumPy scalars, so arithmetic on them follows NumPy (``x / 0``
 ``inf``); the copies run with NumPy's floating-point warnings off. The operations are the
 kernels' own, in their order, so the results are the compiled kernels' bit for bit where
 the CPU fuses ``fma`` (``tests/test_graph_interpreted.py`` compares every graph driver).
-An iteration of mean field on a 6 x 6 grid with 3 labels takes about 5-9 ms this way
+An iteration of mean field on a 6 x 6 grid with 3 labels takes about 4-9 ms this way
 (:data:`structcal._numba.INTERPRET_SECONDS_PER_STEP`); compiling a graph driver takes
 seconds (:class:`structcal._numba.BatchKernel` chooses, by a rent-or-buy
 rule).
@@ -90,7 +90,8 @@ def _stand_ins():
             id(_simd.where_ge): _where_ge, id(_simd.data_pointer): _flat, id(math): _MATH}
 
 
-_copies = {}
+_copies = {}  # kernel function -> its copy
+_names = {}  # id of a module's globals -> the globals its copies run with
 
 
 def interpreted(kernel):
@@ -101,32 +102,31 @@ def interpreted(kernel):
 
     func = kernel.py_func if isinstance(kernel, (CPUDispatcher, BatchKernel)) else kernel
     copy = _copies.get(func)
-    if copy is not None:
-        return copy
-    stand_ins = _stand_ins()
-    names = dict(func.__globals__)
-    for name, value in func.__globals__.items():
-        if isinstance(value, (CPUDispatcher, BatchKernel)):
-            names[name] = _Deferred(value)
-        elif id(value) in stand_ins:
-            names[name] = stand_ins[id(value)]
-    copy = types.FunctionType(func.__code__, names, func.__name__, func.__defaults__,
-                              func.__closure__)
-    _copies[func] = copy
+    if copy is None:
+        copy = _copies[func] = types.FunctionType(
+            func.__code__, _module_names(func.__globals__), func.__name__, func.__defaults__,
+            func.__closure__)
     return copy
 
 
-class _Deferred:
-    """A kernel called from a copy: its own copy, made at its first call."""
+def _module_names(module):
+    """The globals of the copies of a module's kernels: the module's own, with each kernel
+    replaced by its copy and each intrinsic by its stand-in (one dict per module, made
+    once; registered before it is filled, so kernels that call each other resolve)."""
+    from numba.core.registry import CPUDispatcher
 
-    def __init__(self, kernel):
-        self.kernel = kernel
-        self.copy = None
+    from ._numba import BatchKernel
 
-    def __call__(self, *args):
-        if self.copy is None:
-            self.copy = interpreted(self.kernel)
-        return self.copy(*args)
+    names = _names.get(id(module))
+    if names is None:
+        names = _names[id(module)] = dict(module)
+        stand_ins = _stand_ins()
+        for name, value in module.items():
+            if isinstance(value, (CPUDispatcher, BatchKernel)):
+                names[name] = interpreted(value)
+            elif id(value) in stand_ins:
+                names[name] = stand_ins[id(value)]
+    return names
 
 
 def run(kernel, args):

@@ -105,7 +105,8 @@ PARALLEL_COMPILE_SECONDS = 5.0
 #: Interpreted seconds per elementary step of a graph driver (``steps=``: nodes and edges
 #: x labels x labels x iterations), an upper estimate: mean field, BP, TRW-S, ICM,
 #: pseudo-marginals and Gibbs sweeps on grids of 6 x 6 (3 labels), 10 x 10 (4) and 5 x 5
-#: (8) took 0.2e-6 to 9.0e-6 s a step on a 2-CPU machine
+#: (8) took 0.2e-6 to 9.0e-6 s a step in two runs on a 2-CPU machine
+#: (``benchmarks/bench_graph_interpreted.py``)
 INTERPRET_SECONDS_PER_STEP = 1e-5
 #: A call estimated to take longer interpreted (counting every iteration it may run) is
 #: compiled
@@ -342,9 +343,10 @@ class BatchKernel:
         :data:`INTERPRET_MAX_SECONDS`, and this install's interpreted runs of the driver
         have taken less than :data:`INTERPRET_RENT_SECONDS` (the rent-or-buy rule; the
         bill is kept per driver in the install's cache folder)."""
+        jitted = hasattr(self.serial, "py_func")  # a plain function with NUMBA_DISABLE_JIT
         tier = _tier.current()
-        if tier != "auto" or not hasattr(self.serial, "py_func"):
-            return tier == "numpy" and hasattr(self.serial, "py_func")
+        if tier != "auto" or not jitted:
+            return jitted and tier == "numpy"
         if steps * INTERPRET_SECONDS_PER_STEP > INTERPRET_MAX_SECONDS:
             return False
         if self.serial.overloads or self.parallel.dispatcher.overloads:

@@ -151,8 +151,10 @@ class _BinaryForecaster(SaveLoadMixin, ParamsMixin):
             if _empty_rows(X, self.n_features_in_):
                 return np.empty((0, self.n_features_in_))
             if type(X) is np.ndarray and X.ndim == 2 and X.shape[0] == 0:
-                raise ParameterError(f"`X` has {X.shape[1]} features, but {type(self).__name__} "
-                                     f"was fit on {self.n_features_in_}")
+                if X.shape[1] != self.n_features_in_:
+                    raise ParameterError(f"`X` has {X.shape[1]} features, but "
+                                         f"{type(self).__name__} was fit on {self.n_features_in_}")
+                raise ParameterError(f"`X` must hold numbers; got an empty array of dtype {X.dtype}")
         from sklearn.utils.validation import validate_data
 
         return validate_data(self, X, dtype=np.float64, reset=False)

@@ -176,6 +176,8 @@ def test_an_empty_batch_gets_no_rows(Forecaster):
         f.predict_proba(np.empty((0, 2)))
     with pytest.raises(ValueError, match="2D array"):
         f.predict_proba(np.empty(0))
+    with pytest.raises(ValueError, match="must hold numbers; got an empty array of dtype object"):
+        f.predict_proba(np.empty((0, 3), dtype=object))
     with pytest.raises(ValueError):
         Forecaster().fit(np.empty((0, 3)), np.empty(0, bool))
 

@@ -139,17 +139,18 @@ def infer(unary, offsets, edge_offsets, pw, stride, do_map, do_marg, do_edge):
 _LOG_FLOOR = -680.0
 
 
-def _scaled_matrix(W):
+def _scaled_matrix(W, exp=np.exp):
     """``(E, colmax, spread)`` of one pairwise matrix, as the kernels' scaled
     exponentials: ``E[i, j] = exp(W[i, j] - colmax[j])`` (a column forbidden everywhere
     gets ``colmax`` 0 and ``E`` 0), and the largest spread (max - min of the finite
-    entries) of a column."""
+    entries) of a column. ``exp``: the exponential applied to the array (the kernels'
+    own, interpreted, where the tables must be theirs bit for bit)."""
     colmax = W.max(axis=0)
     low = np.where(np.isfinite(W), W, np.inf).min(axis=0)
     live = colmax > -np.inf
     spread = float((colmax - low)[live].max(initial=0.0))
     colmax = np.where(live, colmax, 0.0)
-    return np.exp(W - colmax[None, :]), colmax, spread
+    return exp(W - colmax[None, :]), colmax, spread
 
 
 def _forward_scaled(P):

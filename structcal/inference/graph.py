@@ -77,17 +77,19 @@ def _helper(kernel, driver, steps, *args):
 
 
 def _scaled_exponentials(pw):
-    """``(E, colmax)`` of :func:`structcal.inference._chain.scaled_exponentials`, computed
-    with the interpreted ``exp_nonpositive`` (no compilation): the same values bit for bit
-    (column maxima, 0 for a column forbidden everywhere, then each entry's exponential)."""
+    """``(E, colmax)`` of :func:`structcal.inference._chain.scaled_exponentials`, without
+    compiling: the NumPy tier's tables (:func:`structcal.inference._chain_numpy._scaled_matrix`)
+    with the kernels' exponential, interpreted, so the same values bit for bit."""
     from .. import _interpreted, _numba
+    from ._chain_numpy import _scaled_matrix
 
+    n, K = pw.shape[0], pw.shape[2]
     exp = np.vectorize(_interpreted.interpreted(_numba.exp_nonpositive), otypes=[np.float64])
-    colmax = pw.max(axis=1) if pw.size else np.zeros((pw.shape[0], pw.shape[2]))
-    colmax[colmax == -np.inf] = 0.0
+    E, colmax = np.zeros((n, K, K)), np.zeros((n, K))
     with np.errstate(all="ignore"):
-        E = exp(pw - colmax[:, None, :]) if pw.size else np.zeros(pw.shape)
-    return np.ascontiguousarray(E, dtype=np.float64), colmax
+        for m in range(n):
+            E[m], colmax[m], _ = _scaled_matrix(pw[m], exp)
+    return E, colmax
 
 
 def _batch_work(p):
