@@ -19,6 +19,13 @@ reaches :data:`RENT_SECONDS` (about half of what compiling the chain kernels cos
 then the kernels are compiled, and every later process finds them cached. A first run
 therefore never pays a compilation that more than about doubles its time, and a machine
 that keeps doing such work buys the kernels once NumPy has cost about as much.
+
+Small work of these paths runs in NumPy until the process has spent :data:`LOAD_SECONDS`
+(estimated) in NumPy on it, about what importing Numba and loading cached kernels costs;
+from then on it runs in the kernels if they are cached, or if the install's bill (to which
+such processes add their NumPy seconds) has reached :data:`RENT_SECONDS`. A one-off job
+(a CLI call, a script) never loads Numba for small work; a service or a loop that keeps
+calling does, after its first second or so of NumPy work.
 """
 
 from __future__ import annotations
@@ -26,8 +33,8 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["SMALL_WORK", "LARGE_WORK", "shared_seconds_per_step", "kbest_seconds_per_step",
-           "numpy_tier", "current", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
+__all__ = ["SMALL_WORK", "LARGE_WORK", "TINY_WORK", "LOAD_SECONDS", "shared_seconds_per_step",
+           "kbest_seconds_per_step", "numpy_tier", "current", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
@@ -68,6 +75,18 @@ def kbest_seconds_per_step(K: int, k: int) -> float:
 RENT_SECONDS = 10.0
 _ready = set()
 
+#: NumPy seconds (estimated with the paths' step rates, summed over this process) spent on
+#: small work of paths with a cached kernel, after which their small work runs in the
+#: kernels: importing Numba and setting it up takes 0.55-0.62 s on a 2-CPU machine
+#: (``benchmarks/bench_startup.py``), loading a cached kernel tens of milliseconds more
+LOAD_SECONDS = 1.0
+#: Below this work (under a millisecond in NumPy) a path stays in NumPy whatever the
+#: process has spent: loading one more cached kernel would cost more
+TINY_WORK = 20_000
+# this process's NumPy seconds on such work, the part of them billed to the install, and
+# the install's bill as last read
+_process_bill = [0.0, 0.0, 0.0]
+
 _TIERS = ("auto", "numpy", "kernels")
 _forced = [os.environ.get("STRUCTCAL_TIER", "auto")]
 
@@ -82,18 +101,41 @@ def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECOND
     ``seconds_per_step`` is NumPy's time per step on this path: work is counted in steps
     of :data:`SECONDS_PER_STEP`, so a path that NumPy does faster stays in NumPy longer.
     ``large_work`` replaces :data:`LARGE_WORK` for a path whose kernels cost more to
-    compile than the chain kernels' share of :data:`RENT_SECONDS`.
+    compile than the chain kernels' share of :data:`RENT_SECONDS`. Small work of a path
+    with a ``kernel`` runs in NumPy until this process has spent :data:`LOAD_SECONDS` on
+    such work, then in the kernel if it is cached (module notes).
     """
     work = work * (seconds_per_step / SECONDS_PER_STEP)
     tier = current()
     if tier != "auto":
         return tier == "numpy"
     if work <= SMALL_WORK:
-        return True
+        return (kernel is None or work < TINY_WORK
+                or _rent_small(work * SECONDS_PER_STEP, kernel))
     if kernel is None or work > (LARGE_WORK if large_work is None else large_work) or (
             kernel_compiled(kernel)):
         return False
     return bill(work * SECONDS_PER_STEP) < RENT_SECONDS
+
+
+def _rent_small(seconds: float, kernel: str) -> bool:
+    """Whether small work of a path with a kernel runs in NumPy (:func:`numpy_tier`).
+
+    In NumPy until this process has spent :data:`LOAD_SECONDS` on such work; then in the
+    kernel if it is cached, or if this install's bill has paid for compiling it. The
+    process's NumPy seconds are added to the install's bill each time they pass another
+    :data:`LOAD_SECONDS` (one file write per second or so of NumPy work, none in a short
+    job).
+    """
+    spent, billed, install = _process_bill
+    if spent >= LOAD_SECONDS and (install >= RENT_SECONDS or kernel_compiled(kernel)):
+        return False
+    spent += seconds
+    if spent - billed >= LOAD_SECONDS:
+        install = bill(spent - billed) + spent - billed
+        billed = spent
+    _process_bill[:] = spent, billed, install
+    return True
 
 
 def current() -> str:

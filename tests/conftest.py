@@ -9,6 +9,15 @@ settings.register_profile(
 settings.load_profile("structcal")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_process_bill(monkeypatch):
+    """Each test starts as a fresh process would: no NumPy seconds spent on small work yet
+    (after LOAD_SECONDS of them, small work moves to cached kernels; structcal._tier)."""
+    import structcal._tier as tier
+
+    monkeypatch.setattr(tier, "_process_bill", [0.0, 0.0, 0.0])
+
+
 @pytest.fixture
 def rng(request):
     """A fresh generator; tests that want several seeds parametrize over `seed`."""

@@ -170,6 +170,53 @@ def test_mid_size_chain_work_rents_numpy_until_the_kernels_are_bought(monkeypatc
     assert numpy_tier(SMALL_WORK, kernel="inference/_chain.kbest_batch")
 
 
+def test_small_work_moves_to_cached_kernels_once_the_process_has_spent_load_seconds(
+        monkeypatch, tmp_path):
+    """Small work of a path with a kernel: NumPy for a process's first LOAD_SECONDS of it;
+    then the kernel if it is cached, or if the install's bill (to which the process adds
+    its NumPy seconds, once per LOAD_SECONDS) has paid for compiling it. Tiny work and
+    paths without a kernel stay in NumPy."""
+    import structcal._cache as cache
+    import structcal._tier as tier
+
+    monkeypatch.setattr(cache, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(tier, "_ready", set())
+    (tmp_path / "inference").mkdir()
+    (tmp_path / "inference" / "_chain.infer_batch-949.py311.nbi").write_bytes(b"")
+    small = SMALL_WORK // 2  # 0.04 s at SECONDS_PER_STEP
+    calls = int(np.ceil(tier.LOAD_SECONDS / (small * tier.SECONDS_PER_STEP)))
+    bill = tmp_path / "bills" / "numpy_rent_seconds"
+    for i in range(calls):
+        assert numpy_tier(small, kernel="inference/_chain.infer_batch"), i
+        assert bill.exists() == (i == calls - 1)  # billed once LOAD_SECONDS are spent
+    assert float(bill.read_text()) == pytest.approx(calls * small * tier.SECONDS_PER_STEP)
+    assert not numpy_tier(small, kernel="inference/_chain.infer_batch")  # cached: loaded
+    assert numpy_tier(small, kernel="inference/_chain.kbest_batch")  # not cached: rented
+    assert numpy_tier(tier.TINY_WORK - 1, kernel="inference/_chain.infer_batch")
+    assert numpy_tier(small)
+    with forced_tier("numpy"):
+        assert numpy_tier(small, kernel="inference/_chain.infer_batch")
+    bill.write_text(repr(tier.RENT_SECONDS - tier.LOAD_SECONDS))  # other processes' NumPy
+    for _ in range(calls + 1):  # rented until this process's next billing reaches RENT
+        if float(bill.read_text()) >= tier.RENT_SECONDS:
+            break
+        assert numpy_tier(small, kernel="inference/_chain.kbest_batch")
+    assert float(bill.read_text()) >= tier.RENT_SECONDS
+    assert not numpy_tier(small, kernel="inference/_chain.kbest_batch")  # bought: compiled
+
+
+def test_a_short_job_bills_nothing_and_stays_in_numpy(monkeypatch, tmp_path):
+    import structcal._cache as cache
+    import structcal._tier as tier
+
+    monkeypatch.setattr(cache, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(tier, "_ready", {"inference/_chain.infer_batch"})
+    small = SMALL_WORK // 2
+    while tier._process_bill[0] + small * tier.SECONDS_PER_STEP < tier.LOAD_SECONDS:
+        assert numpy_tier(small, kernel="inference/_chain.infer_batch")
+    assert not (tmp_path / "bills").exists()
+
+
 def test_large_work_moves_the_limit_of_renting(monkeypatch, tmp_path):
     """A path whose kernel costs more to compile rents NumPy up to its own ``large_work``
     (the k-NN tree: 2 s of NumPy) instead of LARGE_WORK."""

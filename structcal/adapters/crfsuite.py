@@ -99,6 +99,7 @@ class CRFsuiteModel:
         self.transitions = as_float_array(transitions, "transitions", ndim=2, shape=(L, L))
         self._vocab = None
         self._dense = None
+        self._families = None
 
     @property
     def n_labels(self) -> int:
@@ -431,7 +432,9 @@ class CRFsuiteModel:
         if A is None:  # flatten as python-crfsuite does
             flat = [_flatten(tok) for tok in tokens]  # names -> numeric values
             A = _fast_matrix(flat, vocab, len(self.attributes))
-        _warn_unknown_attributes(A, self.attributes)
+        if self._families is None:
+            self._families = _feature_families(self.attributes)
+        _warn_unknown_attributes(A, self._families)
         return A, lengths
 
     def unary(self, X) -> tuple[np.ndarray, np.ndarray]:
@@ -482,9 +485,19 @@ def _feature_name(attribute: str) -> str:
     return attribute.split(":", 1)[0]
 
 
-def _warn_unknown_attributes(A, attributes=None):
+def _feature_families(attributes) -> tuple:
+    """``(families, code)``: the sorted feature names of the model's attributes and the
+    family of each attribute."""
+    names = np.asarray([_feature_name(a) for a in attributes], dtype=object)
+    if names.shape[0] == 0:
+        return np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
+    return np.unique(names, return_inverse=True)
+
+
+def _warn_unknown_attributes(A, families=None):
     """Warn when most tokens match no attribute of the model, or when the batch uses few of
-    the model's feature names (features of another model)."""
+    the model's feature names (features of another model; ``families`` from
+    :func:`_feature_families`)."""
     import warnings
 
     from ..exceptions import UnknownAttributeWarning
@@ -501,14 +514,15 @@ def _warn_unknown_attributes(A, attributes=None):
             UnknownAttributeWarning, stacklevel=4,
         )
         return
-    if attributes is None or n < FEATURE_NAME_MIN_TOKENS:
+    if families is None or n < FEATURE_NAME_MIN_TOKENS:
         return
-    names = np.asarray([_feature_name(a) for a in attributes], dtype=object)
-    families, code = np.unique(names, return_inverse=True)
+    families, code = families
     if families.shape[0] < 5:
         return
+    used = np.zeros(code.shape[0], dtype=bool)
+    used[A.indices] = True
     seen = np.zeros(families.shape[0], dtype=bool)
-    seen[code[np.unique(A.indices)]] = True
+    seen[code[used]] = True
     if seen.mean() < SEEN_FEATURE_NAME_SHARE:
         weight = np.bincount(code, minlength=families.shape[0])
         top = [str(f) for f in families[np.argsort(-weight)][:6]]
