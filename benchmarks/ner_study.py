@@ -311,11 +311,12 @@ def crossfit(pred, y, scheme, n_folds, notes, rng):
 # --------------------------------------------------------------------------- speed
 
 
-def speed(crf, model, recal, X, repeats):
+def speed(crf, model, recal, X, repeats, warm=1):
     """Feature dicts -> calibrated entity probabilities vs sklearn-crfsuite predict_marginals.
 
-    Wall-clock and CPU (process) times of alternating repeats, after one warm-up run of
-    each; the CPU times are less disturbed by other processes on a shared machine (both
+    Wall-clock and CPU (process) times of alternating repeats, after ``warm`` untimed runs
+    of structcal (small batches run in NumPy until a process has spent about a second on
+    them, then in the cached kernels) and one of the peer; the CPU times are less disturbed by other processes on a shared machine (both
     sides may use 2 threads: structcal's inference kernels do).
     """
     def timed(fn):
@@ -331,7 +332,8 @@ def speed(crf, model, recal, X, repeats):
     def peer():
         crf.predict_marginals(X)
 
-    ours()
+    for _ in range(warm):
+        ours()
     peer()
     o, q = [], []
     for _ in range(repeats):

@@ -270,7 +270,6 @@ def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_f
     if nr == 0 or nn == 0 or ref.shape[1] == 0:
         w = np.ones(nr)
         return DensityRatio(w, float(nr), float(np.unique(gr).size), 0.0, 0.5, 1.0)
-    from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import roc_auc_score
 
     rng = np.random.default_rng(random_state)
@@ -283,6 +282,40 @@ def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_f
     fold_of = rng.permutation(n_groups) % n_folds
     fold = fold_of[group]
     q = np.empty(X.shape[0])
+    # on a few thousand rows OpenMP threads cost more than they save (the classifiers are
+    # the same whatever the thread count): one thread below ONE_THREAD_ROWS
+    from contextlib import nullcontext
+
+    from threadpoolctl import threadpool_limits
+
+    few = X.shape[0] < ONE_THREAD_ROWS
+    with threadpool_limits(1, user_api="openmp") if few else nullcontext():
+        _cross_fit(X, y, fold, n_folds, nr, nn, random_state, q)
+    q = np.clip(q, 1e-3, 1 - 1e-3)
+    auc = float(roc_auc_score(y, q)) if 0 < nn < X.shape[0] else 0.5
+    ratio = (nr / nn) * q[:nr] / (1.0 - q[:nr])
+    cap = clip * max(float(np.median(ratio)), 1e-12)
+    clipped = float(np.mean(ratio > cap))
+    w = np.minimum(ratio, cap)
+    coverage = float(min(w.mean(), 1.0))
+    w = w / w.mean()
+    ess = float(w.sum() ** 2 / (w**2).sum())
+    gw = np.bincount(gr, weights=w)
+    ess_g = float(gw.sum() ** 2 / max((gw**2).sum(), 1e-300))
+    return DensityRatio(w, ess, ess_g, clipped, auc, coverage)
+
+
+#: Below this many rows (reference and new together) the density ratio's classifiers run
+#: on one OpenMP thread: the same weights, half the CPU time and no more wall time (2 CPUs,
+#: 6 columns, medians of 7: 1,500 rows 0.31 s against 0.33 s, 5,000 rows 0.31 s against
+#: 0.38 s; 20,000 rows 0.70 s against 0.56 s, where the threads pay)
+ONE_THREAD_ROWS = 10_000
+
+
+def _cross_fit(X, y, fold, n_folds, nr, nn, random_state, q):
+    """``q[rows of fold f]`` = P(new | x) from a classifier fit on the other folds."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
     for f in range(n_folds):
         test = fold == f
         train = ~test
@@ -296,15 +329,3 @@ def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_f
                                              early_stopping=False, random_state=random_state)
         clf.fit(X[train], y[train])
         q[test] = clf.predict_proba(X[test])[:, 1]
-    q = np.clip(q, 1e-3, 1 - 1e-3)
-    auc = float(roc_auc_score(y, q)) if 0 < nn < X.shape[0] else 0.5
-    ratio = (nr / nn) * q[:nr] / (1.0 - q[:nr])
-    cap = clip * max(float(np.median(ratio)), 1e-12)
-    clipped = float(np.mean(ratio > cap))
-    w = np.minimum(ratio, cap)
-    coverage = float(min(w.mean(), 1.0))
-    w = w / w.mean()
-    ess = float(w.sum() ** 2 / (w**2).sum())
-    gw = np.bincount(gr, weights=w)
-    ess_g = float(gw.sum() ** 2 / max((gw**2).sum(), 1e-300))
-    return DensityRatio(w, ess, ess_g, clipped, auc, coverage)

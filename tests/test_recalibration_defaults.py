@@ -587,3 +587,20 @@ def test_grouped_cv_chooses_differently_on_near_duplicates():
     new, y_new, g_new = _near_duplicate_world(60, 6, seed=2)
     brier = lambda r: float(np.mean((r.forecast - r.table.outcome) ** 2))  # noqa: E731
     assert brier(by_group.predict(new, y_new)) < brier(by_item.predict(new, y_new)) - 0.02
+
+
+def test_density_ratio_weights_do_not_depend_on_the_thread_count(monkeypatch):
+    """Below ONE_THREAD_ROWS the classifiers run on one OpenMP thread: the same weights."""
+    import structcal.shift as shift
+
+    rng = np.random.default_rng(4)
+    ref, new = rng.normal(size=(900, 3)), rng.normal(size=(500, 3)) + [0.5, 0.0, -0.3]
+    groups = np.arange(900) // 3
+    monkeypatch.setattr(shift, "ONE_THREAD_ROWS", 0)
+    threads = shift.density_ratio(ref, new, groups)
+    monkeypatch.setattr(shift, "ONE_THREAD_ROWS", 10**9)
+    one = shift.density_ratio(ref, new, groups)
+    np.testing.assert_array_equal(threads.weights, one.weights)
+    assert (threads.auc, threads.effective_sample_size) == (one.auc, one.effective_sample_size)
+    assert threads.auc > 0.6  # a real shift: the weights are not all 1
+    assert threads.weights.std() > 0.1
