@@ -34,7 +34,8 @@ import os
 from contextlib import contextmanager
 
 __all__ = ["SMALL_WORK", "LARGE_WORK", "TINY_WORK", "LOAD_SECONDS", "shared_seconds_per_step",
-           "kbest_seconds_per_step", "numpy_tier", "current", "bill", "kernel_compiled", "forced_tier", "LazyModule"]
+           "kbest_seconds_per_step", "numpy_tier", "current", "bill", "kernel_compiled",
+           "forced_tier", "LazyModule"]
 
 #: Largest work (elementary steps) done in NumPy; past it the kernels run. Near it NumPy
 #: takes about a tenth of a second (chain inference at 1.35e6 steps: 0.06-0.09 s in
@@ -76,8 +77,8 @@ RENT_SECONDS = 10.0
 _ready = set()
 
 #: NumPy seconds (estimated with the paths' step rates, summed over this process) spent on
-#: small work of paths with a cached kernel, after which their small work runs in the
-#: kernels: importing Numba and setting it up takes 0.55-0.62 s on a 2-CPU machine
+#: small work of paths with a kernel, after which their small work runs in the kernels
+#: (if cached, or once the install's bill has paid for compiling them): importing Numba and setting it up takes 0.55-0.62 s on a 2-CPU machine
 #: (``benchmarks/bench_startup.py``), loading a cached kernel tens of milliseconds more
 LOAD_SECONDS = 1.0
 #: Below this work (under a millisecond in NumPy) a path stays in NumPy whatever the
