@@ -78,8 +78,9 @@ _ready = set()
 
 #: NumPy seconds (estimated with the paths' step rates, summed over this process) spent on
 #: small work of paths with a kernel, after which their small work runs in the kernels
-#: (if cached, or once the install's bill has paid for compiling them): importing Numba and setting it up takes 0.55-0.62 s on a 2-CPU machine
-#: (``benchmarks/bench_startup.py``), loading a cached kernel tens of milliseconds more
+#: (if cached, or once the install's bill has paid for compiling them): importing Numba
+#: and setting it up takes 0.55-0.62 s on a 2-CPU machine (``benchmarks/bench_startup.py``),
+#: loading a cached kernel tens of milliseconds more
 LOAD_SECONDS = 1.0
 #: Below this work (under a millisecond in NumPy) a path stays in NumPy whatever the
 #: process has spent: loading one more cached kernel would cost more
