@@ -347,13 +347,18 @@ class BatchKernel:
         tier = _tier.current()
         if tier != "auto" or not jitted:
             return jitted and tier == "numpy"
-        if steps * INTERPRET_SECONDS_PER_STEP > INTERPRET_MAX_SECONDS:
-            return False
-        if self.serial.overloads or self.parallel.dispatcher.overloads:
-            return False
-        if any(_tier.kernel_compiled(name) for name in self._kernel_name):
+        if steps * INTERPRET_SECONDS_PER_STEP > INTERPRET_MAX_SECONDS or self.compiled():
             return False
         return _tier.bill(0.0, self._interpret_bill) < INTERPRET_RENT_SECONDS
+
+    def compiled(self) -> bool:
+        """Whether a copy of the driver is compiled in this process or cached on disk (a plain
+        function under ``NUMBA_DISABLE_JIT`` counts as compiled)."""
+        if not hasattr(self.serial, "py_func"):
+            return True
+        if self.serial.overloads or self.parallel.dispatcher.overloads:
+            return True
+        return any(_tier.kernel_compiled(name) for name in self._kernel_name)
 
     def _threaded(self, serial, args):
         """Run the serial copy on ``args``: in Numba's number of Python threads at once

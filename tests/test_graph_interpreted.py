@@ -13,6 +13,7 @@ from structcal._tier import forced_tier
 from structcal.exceptions import InfeasibleError
 from structcal.inference import _graph
 from structcal.inference import graph as G
+from structcal.potentials import GraphPotentials
 
 from ._graph_problems import random_graphs
 
@@ -87,6 +88,56 @@ def test_the_graph_example_runs_interpreted_bit_for_bit():
                          G.pseudo_marginals(p, best.map_labels)]
     for a, b in zip(out["numpy"], out["kernels"]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_small_grids_run_the_general_drivers_source_with_the_grid_kernels_results(
+        monkeypatch, connectivity):
+    """A small two-label Potts grid with nothing compiled runs the general drivers' Python
+    source instead of compiling the pixel-grid kernels: mean field and TRW-S give the grid
+    kernels' results bit for bit, BP to rounding. A compiled grid kernel is used."""
+    from structcal.inference import _grid
+    from structcal.potentials import grid_edges
+
+    rng = np.random.default_rng(connectivity)
+    imgs = [2.0 * rng.normal(size=(h, w, 2)) for h, w in ((5, 6), (2, 2), (4, 7))]
+    imgs[0][1, 1, 0] = -np.inf
+    w = [rng.normal(size=grid_edges(*u.shape[:2], connectivity)[0].shape[0]) for u in imgs]
+    p = GraphPotentials.from_grid(imgs, potts=w, connectivity=connectivity)
+    runs = {
+        "mf": lambda: G.mean_field(p, max_iter=30, warn=False, log_partition=True),
+        "bp": lambda: G.belief_propagation(p, max_iter=30, warn=False, edge_marginals=True),
+        "map": lambda: G.map_inference(p, max_iter=30, warn=False),
+    }
+    with forced_tier("kernels"):  # the grid kernels
+        want = {k: f() for k, f in runs.items()}
+
+    class NotToRun:  # stands in for a grid driver: compiled or not, and must not run
+        def __init__(self, compiled):
+            self.compiled = lambda: compiled
+
+        def __call__(self, *args, **kwargs):
+            pytest.fail("a grid kernel ran")
+
+    for name in ("mean_field_grid_batch", "bp2_grid_batch", "trws2_grid_batch"):
+        monkeypatch.setattr(_grid, name, NotToRun(False))
+    for d in (_graph.mean_field_batch, _graph.bp_batch, _graph.trws_batch,
+              _graph.mean_field_elbo_batch, _graph.icm_batch):
+        monkeypatch.setattr(d, "_interpreted_tier", lambda steps: True)
+    got = {k: f() for k, f in runs.items()}
+    np.testing.assert_array_equal(got["mf"].marginals, want["mf"].marginals)
+    np.testing.assert_array_equal(got["mf"].log_partition, want["mf"].log_partition)
+    np.testing.assert_array_equal(got["mf"].n_iter, want["mf"].n_iter)
+    np.testing.assert_allclose(got["bp"].marginals, want["bp"].marginals, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(got["bp"].edge_marginals, want["bp"].edge_marginals, rtol=0,
+                               atol=1e-13)
+    np.testing.assert_array_equal(got["bp"].n_iter, want["bp"].n_iter)
+    np.testing.assert_array_equal(got["map"].map_labels, want["map"].map_labels)
+    np.testing.assert_array_equal(got["map"].map_score, want["map"].map_score)
+    # a compiled grid kernel runs, even for small work
+    monkeypatch.setattr(_grid, "mean_field_grid_batch", NotToRun(True))
+    with pytest.raises(pytest.fail.Exception, match="a grid kernel ran"):
+        runs["mf"]()
 
 
 def test_the_tier_rule_interprets_small_uncompiled_work_until_the_bill_is_paid(monkeypatch):

@@ -14,6 +14,17 @@ from structcal.potentials import GraphPotentials, grid_coordinates, grid_edges
 from ._graph_problems import random_graphs
 
 
+@pytest.fixture(autouse=True)
+def _compiled_kernels():
+    """Every routine here runs the compiled kernels: small grids would otherwise run the
+    general drivers' Python source (structcal.inference.graph._grid_kernel), and the grid
+    kernels would go untested. Interpreted against compiled: tests/test_graph_interpreted.py."""
+    from structcal._tier import forced_tier
+
+    with forced_tier("kernels"):
+        yield
+
+
 @pytest.mark.parametrize("h,w", [(1, 1), (1, 5), (4, 1), (3, 4), (5, 5)])
 @pytest.mark.parametrize("connectivity", [4, 8])
 def test_grid_edges_equal_networkx_grid(h, w, connectivity):

@@ -76,6 +76,21 @@ def _helper(kernel, driver, steps, *args):
     return kernel(*args)
 
 
+def _grid_kernel(grid_driver, general_driver, steps):
+    """Whether a two-dimensional grid runs its pixel-grid driver rather than the general one.
+
+    The grid drivers make the general drivers' operations in the same order (mean field and
+    TRW-S bit for bit, BP to rounding; ``tests/test_grid.py``). Small work that the general
+    driver would run as Python source (nothing compiled) does so unless the grid driver is
+    compiled: a small image compiles nothing on a first run.
+    """
+    if not general_driver._interpreted_tier(steps):
+        return True
+    from .._tier import current
+
+    return current() == "auto" and grid_driver.compiled()
+
+
 def _scaled_exponentials(pw):
     """``(E, colmax)`` of :func:`structcal.inference._chain.scaled_exponentials`, without
     compiling: the NumPy tier's tables (:func:`structcal.inference._chain_numpy._scaled_matrix`)
@@ -567,6 +582,8 @@ def mean_field(
     finite = bool(not np.isneginf(potts if kind == _graph.KIND_POTTS else pw).any())
     on_grid = (
         p.grid is not None and kind == _graph.KIND_POTTS and finite and schedule != "sequential"
+        and _grid_kernel(_grid.mean_field_grid_batch, _graph.mean_field_batch,
+                         _steps(p, max_iter))
     )
     if init is None:
         q = np.empty((p.n_nodes, K))
@@ -661,7 +678,8 @@ def _run_bp(p, mode, damping, tol, max_iter, do_edge):
     kind, pw, pwT, emat, potts = p._kernel_args()
     K = p.n_states
     if (mode == _graph.MODE_SUM and p.grid is not None and kind == _graph.KIND_POTTS and K == 2
-            and not p.is_forest.any()):
+            and not p.is_forest.any()
+            and _grid_kernel(_grid.bp2_grid_batch, _graph.bp_batch, _steps(p, max_iter))):
         return _run_bp_grid(p, damping, tol, max_iter, do_edge)
     if mode == _graph.MODE_SUM and kind == _graph.KIND_MATRIX:
         if _graph.bp_batch._interpreted_tier(_steps(p, max_iter)):  # compile nothing
@@ -855,7 +873,8 @@ _TRWS_PATIENCE = 10
 def _run_trws(p, tol, max_iter):
     kind, pw, pwT, emat, potts = p._kernel_args()
     K, n, m, G = p.n_states, p.n_nodes, p.n_edges, p.n_graphs
-    if p.grid is not None and kind == _graph.KIND_POTTS and K == 2:
+    if (p.grid is not None and kind == _graph.KIND_POTTS and K == 2
+            and _grid_kernel(_grid.trws2_grid_batch, _graph.trws_batch, _steps(p, max_iter))):
         labels = np.zeros(n, dtype=np.int64)
         best = np.zeros(n, dtype=np.int64)
         n_iter = np.zeros(G, dtype=np.int64)
