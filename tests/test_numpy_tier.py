@@ -387,3 +387,57 @@ def test_lexicon_lookup_tiers_agree(seed):
     assert a[:10].all()
     want = {tuple(w) for w in words}
     assert a.tolist() == [tuple(w) in want for w in items]
+
+
+def test_a_process_that_keeps_calling_moves_small_work_to_the_cached_kernels(tmp_path):
+    """End to end, in fresh processes sharing the cache: once the chain kernel is cached,
+    a process that keeps running small batches starts in NumPy (Numba not imported) and,
+    after LOAD_SECONDS of estimated NumPy work, runs the kernel; its results agree with
+    the NumPy tier's (labels equal, marginals to 1e-12)."""
+    import os
+    import subprocess
+    import sys
+
+    setup = """
+import numpy as np
+from structcal import ChainPotentials
+rng = np.random.default_rng(0)
+lengths = rng.integers(5, 15, size=400)
+p = ChainPotentials.from_scores(3 * rng.normal(size=(lengths.sum(), 12)), lengths=lengths,
+                                transitions=rng.normal(size=(12, 12)))
+"""
+    compile_it = setup + """
+from structcal._tier import forced_tier
+from structcal.inference import infer
+with forced_tier("kernels"):
+    infer(p)
+"""
+    loop = setup + """
+import sys
+from structcal import _tier
+from structcal.inference import infer
+work = p.n_tokens * 144  # under SMALL_WORK: small work
+assert _tier.TINY_WORK < work <= _tier.SMALL_WORK
+first = infer(p)
+numpy_calls = 1
+while "numba" not in sys.modules:
+    r = infer(p)
+    numpy_calls += 1
+    assert numpy_calls < 300
+last = infer(p)  # the kernel
+np.save(sys.argv[1], np.stack([first.marginals, last.marginals]))
+np.save(sys.argv[2], np.stack([first.map_labels, last.map_labels]))
+print(numpy_calls, _tier._process_bill[0])
+"""
+    env = {k: v for k, v in os.environ.items() if k != "STRUCTCAL_TIER"}
+    subprocess.run([sys.executable, "-c", compile_it], env=env, check=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", loop, str(tmp_path / "m.npy"),
+                          str(tmp_path / "y.npy")], env=env, capture_output=True, text=True,
+                         check=True, timeout=600)
+    calls, spent = out.stdout.split()
+    from structcal import _tier
+
+    assert float(spent) >= _tier.LOAD_SECONDS and int(calls) >= 2, out.stdout
+    m, y = np.load(tmp_path / "m.npy"), np.load(tmp_path / "y.npy")
+    np.testing.assert_array_equal(y[0], y[1])
+    np.testing.assert_allclose(m[0], m[1], rtol=0, atol=1e-12)
