@@ -282,8 +282,8 @@ def density_ratio(reference, new, groups_reference=None, groups_new=None, *, n_f
     fold_of = rng.permutation(n_groups) % n_folds
     fold = fold_of[group]
     q = np.empty(X.shape[0])
-    # on a few thousand rows OpenMP threads cost more than they save (the classifiers are
-    # the same whatever the thread count): one thread below ONE_THREAD_ROWS
+    # on a few thousand rows OpenMP threads double the CPU time and save no wall time (the
+    # classifiers are the same whatever the thread count): one thread below ONE_THREAD_ROWS
     from contextlib import nullcontext
 
     from threadpoolctl import threadpool_limits

@@ -36,7 +36,7 @@ from .. import exceptions
 from ..exceptions import InfeasibleError, ParameterError, ParameterTypeError
 from ..potentials import GraphPotentials
 from ..potentials.chain import _readonly
-from .._tier import LazyModule
+from .._tier import LazyModule, current
 
 # the Numba kernels, imported on first use
 _graph = LazyModule("structcal.inference._graph")
@@ -86,8 +86,6 @@ def _grid_kernel(grid_driver, general_driver, steps):
     """
     if not general_driver._interpreted_tier(steps):
         return True
-    from .._tier import current
-
     return current() == "auto" and grid_driver.compiled()
 
 
