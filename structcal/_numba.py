@@ -142,7 +142,9 @@ class KernelDispatcher(CPUDispatcher):
         hook = _before_compile
         if hook is not None:
             hook(self)
-        return super().compile(sig)
+        out = super().compile(sig)
+        _tier._kernel_loaded[0] = True
+        return out
 
     def get_call_template(self, args, kws):
         """Resolve a call from jitted code (constants plain but for :attr:`switches`)."""

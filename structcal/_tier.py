@@ -25,12 +25,16 @@ Small work of these paths runs in NumPy until the process has spent :data:`LOAD_
 from then on it runs in the kernels if they are cached, or if the install's bill (to which
 such processes add their NumPy seconds) has reached :data:`RENT_SECONDS`. A one-off job
 (a CLI call, a script) never loads Numba for small work; a service or a loop that keeps
-calling does, after its first second or so of NumPy work.
+calling does, after its first second or so of NumPy work. Where the process has
+imported Numba already (for other work), what remains to pay is less: loading the first
+kernel from the cache (:data:`FIRST_LOAD_SECONDS`), or, once a kernel is loaded, one more
+(:data:`KERNEL_LOAD_SECONDS`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 
 __all__ = ["SMALL_WORK", "LARGE_WORK", "TINY_WORK", "LOAD_SECONDS", "shared_seconds_per_step",
@@ -82,6 +86,14 @@ _ready = set()
 #: and setting it up takes 0.55-0.62 s on a 2-CPU machine (``benchmarks/bench_startup.py``),
 #: loading a cached kernel tens of milliseconds more
 LOAD_SECONDS = 1.0
+#: The same, in a process that has imported Numba but loaded no kernel yet: loading the
+#: first cached kernel sets up Numba's code generation (0.25 s on a 2-CPU machine)
+FIRST_LOAD_SECONDS = 0.3
+#: The same, once this process has loaded or compiled a kernel: loading another cached
+#: kernel takes milliseconds
+KERNEL_LOAD_SECONDS = 0.03
+# whether this process has loaded or compiled a kernel (set by structcal._numba)
+_kernel_loaded = [False]
 #: Below this work (under a millisecond in NumPy) a path stays in NumPy whatever the
 #: process has spent: loading one more cached kernel would cost more
 TINY_WORK = 20_000
@@ -123,14 +135,14 @@ def numpy_tier(work, kernel: str | None = None, seconds_per_step: float = SECOND
 def _rent_small(seconds: float, kernel: str) -> bool:
     """Whether small work of a path with a kernel runs in NumPy (:func:`numpy_tier`).
 
-    In NumPy until this process has spent :data:`LOAD_SECONDS` on such work; then in the
-    kernel if it is cached, or if this install's bill has paid for compiling it. The
+    In NumPy until this process has spent :data:`LOAD_SECONDS` on such work (less where
+    Numba is imported already: :func:`_load_seconds`); then in the kernel if it is cached, or if this install's bill has paid for compiling it. The
     process's NumPy seconds are added to the install's bill each time they pass another
     :data:`LOAD_SECONDS` (one file write per second or so of NumPy work, none in a short
     job).
     """
     spent, billed, install = _process_bill
-    if spent >= LOAD_SECONDS and (install >= RENT_SECONDS or kernel_compiled(kernel)):
+    if spent >= _load_seconds() and (install >= RENT_SECONDS or kernel_compiled(kernel)):
         return False
     spent += seconds
     if spent - billed >= LOAD_SECONDS:
@@ -138,6 +150,19 @@ def _rent_small(seconds: float, kernel: str) -> bool:
         billed = spent
     _process_bill[:] = spent, billed, install
     return True
+
+
+def _numba_imported() -> bool:
+    return "numba" in sys.modules
+
+
+def _load_seconds() -> float:
+    """What running small work in a cached kernel still costs this process, in seconds:
+    :data:`LOAD_SECONDS` before Numba is imported, :data:`FIRST_LOAD_SECONDS` before a
+    kernel is loaded, :data:`KERNEL_LOAD_SECONDS` after."""
+    if not _numba_imported():
+        return LOAD_SECONDS
+    return KERNEL_LOAD_SECONDS if _kernel_loaded[0] else FIRST_LOAD_SECONDS
 
 
 def current() -> str:

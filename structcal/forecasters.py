@@ -357,6 +357,7 @@ class KNNRegionForecaster(_KNNRegions, _BinaryForecaster):
         groups = None if groups is None else groups[order]
         self.cv_results_ = None
         self.cv_subsample_ = None
+        self._index = None  # the KD-tree is built by the first prediction that needs it
         if choice != "cv":
             if choice > n:
                 warnings.warn(
@@ -367,20 +368,21 @@ class KNNRegionForecaster(_KNNRegions, _BinaryForecaster):
         elif n < 2:
             self.n_neighbors_ = 1
         elif sub is None or n <= sub:
-            self.n_neighbors_, self.cv_results_ = _knn_cross_validate(
+            self.n_neighbors_, self.cv_results_, cv_tree = _knn_cross_validate(
                 self.X_fit_, self.y_fit_, grid, int(self.cv), rng, groups, prior
             )
+            if cv_tree is not None:  # the cross-validation's tree is the one over X_fit_
+                self._index = _KDTree(self.X_fit_, self.y_fit_, tree=cv_tree)
         else:
             # choose k on a seeded subsample of m events, then rescale k ~ n^(4/(d+4))
             rows = np.sort(rng.choice(n, size=int(sub), replace=False))
-            k_sub, self.cv_results_ = _knn_cross_validate(
+            k_sub, self.cv_results_, _ = _knn_cross_validate(
                 self.X_fit_[rows], self.y_fit_[rows], grid, int(self.cv), rng,
                 None if groups is None else groups[rows], prior,
             )
             rate = 4.0 / (X.shape[1] + 4.0)
             self.n_neighbors_ = int(min(n, max(1, round(k_sub * (n / sub) ** rate))))
             self.cv_subsample_ = {"n_samples": int(sub), "k": k_sub, "rate": rate}
-        self._index = None  # the KD-tree is built by the first prediction that needs it
         return self
 
 
@@ -429,7 +431,8 @@ def group_folds(groups, n, cv, rng):
 
 
 def _knn_cross_validate(X, y, grid, cv, rng, groups=None, prior=0.0):
-    """K minimising the ``cv``-fold held-out l2 loss over ``grid``, and the losses.
+    """K minimising the ``cv``-fold held-out l2 loss over ``grid``, the losses, and the
+    arrays of the KD-tree over ``X`` the losses were computed with (None without a tree).
 
     Draws the fold assignment from ``rng`` (whole groups per fold when ``groups`` is
     given); ``X``/``y`` are the standardised events in tie order. Ties in loss go to the
@@ -439,19 +442,22 @@ def _knn_cross_validate(X, y, grid, cv, rng, groups=None, prior=0.0):
     folds, n_folds = group_folds(groups, n, cv, rng)
     if n_folds < 2:  # one group: nothing to hold out; the largest region
         k = int(min(grid.max(), n))
-        return k, {"k": np.array([k]), "l2": np.array([np.nan])}
+        return k, {"k": np.array([k]), "l2": np.array([np.nan])}, None
     k_max = int(min(grid.max(), n - np.bincount(folds, minlength=n_folds).max()))
     grid = grid[grid <= k_max]
     if grid.size == 0:
         grid = np.array([max(k_max, 1)], dtype=np.int64)
     grid = np.ascontiguousarray(grid, dtype=np.int64)
+    tree = None
     if numpy_tier(n * n * (1 + X.shape[1] // 8)):  # a small fit: no tree, no kernel
         loss = _scan_cv_losses(X, y, folds, grid, prior) / n
     else:
-        loss = _KDTree(X, y, folds).cv_losses(grid, prior) / n
+        index = _KDTree(X, y, folds)
+        loss = index.cv_losses(grid, prior) / n
+        tree = (index.key, index.start, index.end, index.child, index.lower, index.upper)
     # (the tiers sum the losses in other orders: equal to ~1e-16, so ties are relative)
     best = int(np.flatnonzero(loss <= loss.min() * (1.0 + 1e-12) + 1e-15)[-1])
-    return int(grid[best]), {"k": grid, "l2": loss}
+    return int(grid[best]), {"k": grid, "l2": loss}, tree
 
 
 class TreeRegionForecaster(_TreeRegions, _BinaryForecaster):

@@ -11,11 +11,14 @@ settings.load_profile("structcal")
 
 @pytest.fixture(autouse=True)
 def _fresh_process_bill(monkeypatch):
-    """Each test starts as a fresh process would: no NumPy seconds spent on small work yet
-    (after LOAD_SECONDS of them, small work moves to cached kernels; structcal._tier)."""
+    """Each test starts as a fresh process would: no NumPy seconds spent on small work yet,
+    Numba not imported for it and no kernel loaded (after LOAD_SECONDS of such work, small
+    work moves to cached kernels; structcal._tier)."""
     import structcal._tier as tier
 
     monkeypatch.setattr(tier, "_process_bill", [0.0, 0.0, 0.0])
+    monkeypatch.setattr(tier, "_kernel_loaded", [False])
+    monkeypatch.setattr(tier, "_numba_imported", lambda: False)
 
 
 @pytest.fixture

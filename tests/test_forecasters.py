@@ -402,6 +402,42 @@ def test_knn_subsample_choice_and_lazy_tree():
         KNNRegionForecaster(cv_max_samples=1).fit(X, y)
 
 
+def test_knn_forecaster_predicts_with_the_tree_its_cross_validation_built(monkeypatch):
+    """A fit whose cross-validation ran on a KD-tree over all of ``X_fit_`` keeps that tree
+    for its forecasts (and hands it to its map): no second build, the same tree arrays as
+    a build afresh, the same forecasts. A fit that chose k on a subsample, or by a scan,
+    keeps none."""
+    from structcal import _regions
+    from structcal._tier import forced_tier
+
+    rng = np.random.default_rng(1)
+    X = np.round(rng.normal(size=(3000, 3)), 1)
+    y = rng.random(3000) < 0.5 + 0.3 * np.tanh(X[:, 0])
+    Q = rng.normal(size=(500, 3))
+    builds = []
+    build = _regions._build_tree
+    monkeypatch.setattr(_regions, "_build_tree", lambda X: builds.append(X) or build(X))
+    with forced_tier("kernels"):
+        f = KNNRegionForecaster(k_grid=[5, 20, 80], random_state=0).fit(X, y)
+        assert len(builds) == 1 and builds[0] is f.X_fit_
+        p = f.predict_proba(Q)
+        m = f.to_map()
+        np.testing.assert_array_equal(m.predict_proba(Q), p)
+        assert len(builds) == 1  # the cross-validation's tree, shared by the map
+        kept = f._index
+        f._index = None
+        np.testing.assert_array_equal(f.predict_proba(Q), p)
+        assert len(builds) == 2
+        for a, b in zip((kept.key, kept.start, kept.end, kept.child, kept.lower, kept.upper),
+                        (f._index.key, f._index.start, f._index.end, f._index.child,
+                         f._index.lower, f._index.upper)):
+            np.testing.assert_array_equal(a, b)
+        sub = KNNRegionForecaster(k_grid=[5, 20], cv_max_samples=1000, random_state=0).fit(X, y)
+        assert sub._index is None
+    with forced_tier("numpy"):
+        assert KNNRegionForecaster(k_grid=[5, 20], random_state=0).fit(X, y)._index is None
+
+
 @pytest.mark.parametrize("Forecaster", [KNNRegionForecaster, TreeRegionForecaster])
 def test_plain_arrays_and_scikit_learns_validation_give_the_same_fit(tmp_path, Forecaster):
     """A plain array of numbers skips scikit-learn's validation; anything else goes

@@ -207,3 +207,58 @@ def test_bp_tables_without_compilation_equal_the_kernels():
             np.testing.assert_array_equal(got[1], colmax)
     E, colmax = _scaled_exponentials(np.zeros((0, 3, 3)))
     assert E.shape == (0, 3, 3) and colmax.shape == (0, 3)
+
+
+@pytest.mark.parametrize("grid", [True, False])
+@pytest.mark.parametrize("options", [{}, {"schedule": "synchronous", "damping": 0.3},
+                                     {"schedule": "sequential", "log_partition": True}])
+def test_mean_field_rents_the_first_sweeps_and_continues_compiled_with_the_same_result(
+        monkeypatch, grid, options):
+    """Where all ``max_iter`` sweeps are too long to run as Python but the first sweeps are
+    not, mean field runs those as the general driver's source; the graphs still moving then
+    continue in the compiled driver from their distributions: the result is that of one
+    compiled run, bit for bit (here the second graph converges within the rented sweeps
+    and the others do not, so the continuation runs on two separate stretches of graphs)."""
+    from structcal.potentials import grid_edges
+
+    rng = np.random.default_rng(1)
+    imgs = [rng.normal(size=(h, w, 2)) for h, w in ((5, 6), (2, 2), (4, 7), (6, 6))]
+    w = [1.5 * rng.normal(size=grid_edges(*u.shape[:2], 4)[0].shape[0]) for u in imgs]
+    p = GraphPotentials.from_grid(imgs, potts=w, connectivity=4)
+    if not grid:  # the same graphs without their grid layout: the general driver throughout
+        p = GraphPotentials.from_list([u.reshape(-1, 2) for u in imgs],
+                                      [grid_edges(*u.shape[:2], 4)[0] for u in imgs],
+                                      potts=w)
+        assert p.grid is None
+    with forced_tier("kernels"):
+        want = G.mean_field(p, warn=False, **options)
+    rent = int(want.n_iter[1] + want.n_iter[[0, 2, 3]].min()) // 2
+    assert want.n_iter[1] <= rent < want.n_iter[[0, 2, 3]].min()
+    monkeypatch.setattr(_numba, "INTERPRET_MAX_SECONDS",
+                        (rent + 0.5) * G._steps(p) * _numba.INTERPRET_SECONDS_PER_STEP)
+    monkeypatch.setattr(_tier, "bill", lambda s, name="x": 0.0)
+    from structcal.inference import _grid
+
+    for driver in (_graph.mean_field_batch, _grid.mean_field_grid_batch):
+        monkeypatch.setattr(driver, "compiled", lambda: False)
+    ran = []
+    run = _interpreted.run
+    monkeypatch.setattr(_interpreted, "run", lambda k, a: (ran.append(k), run(k, a))[1])
+    got = G.mean_field(p, warn=False, **options)
+    assert _graph.mean_field_batch in ran  # the rented sweeps ran as Python
+    np.testing.assert_array_equal(got.marginals, want.marginals)
+    np.testing.assert_array_equal(got.n_iter, want.n_iter)
+    np.testing.assert_array_equal(got.delta, want.delta)
+    np.testing.assert_array_equal(got.converged, want.converged)
+    if options.get("log_partition"):
+        np.testing.assert_array_equal(got.log_partition, want.log_partition)
+    # all sweeps within the limit: Python throughout, nothing continues
+    monkeypatch.setattr(_numba, "INTERPRET_MAX_SECONDS",
+                        1.01 * G._steps(p, 200) * _numba.INTERPRET_SECONDS_PER_STEP)
+    assert G._rented_sweeps(_graph.mean_field_batch, _graph.mean_field_batch, p, 200) == 0
+    # a compiled driver runs throughout
+    monkeypatch.setattr(_numba, "INTERPRET_MAX_SECONDS",
+                        (rent + 0.5) * G._steps(p) * _numba.INTERPRET_SECONDS_PER_STEP)
+    assert G._rented_sweeps(_graph.mean_field_batch, _graph.mean_field_batch, p, 200) == rent
+    monkeypatch.setattr(_graph.mean_field_batch, "compiled", lambda: True)
+    assert G._rented_sweeps(_graph.mean_field_batch, _graph.mean_field_batch, p, 200) == 0

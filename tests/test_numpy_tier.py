@@ -205,6 +205,48 @@ def test_small_work_moves_to_cached_kernels_once_the_process_has_spent_load_seco
     assert not numpy_tier(small, kernel="inference/_chain.kbest_batch")  # bought: compiled
 
 
+def test_small_work_moves_sooner_where_numba_is_imported_or_a_kernel_loaded(
+        monkeypatch, tmp_path):
+    """What small work must rent before it runs a cached kernel is what loading the kernel
+    still costs the process: LOAD_SECONDS without Numba, FIRST_LOAD_SECONDS with Numba
+    imported (for other work) but no kernel loaded, KERNEL_LOAD_SECONDS once a kernel is
+    loaded; loading or compiling any kernel marks the process."""
+    import structcal._cache as cache
+    import structcal._tier as tier
+
+    monkeypatch.setattr(cache, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(tier, "_ready", {"inference/_chain.infer_batch"})
+    call = 0.04  # seconds of NumPy work a call (SMALL_WORK // 2 steps)
+    small = SMALL_WORK // 2
+    assert small * tier.SECONDS_PER_STEP == pytest.approx(call)
+    assert tier.KERNEL_LOAD_SECONDS < tier.FIRST_LOAD_SECONDS < tier.LOAD_SECONDS
+
+    def numpy_calls():
+        tier._process_bill[:] = [0.0, 0.0, 0.0]
+        n = 0
+        while numpy_tier(small, kernel="inference/_chain.infer_batch"):
+            n += 1
+        return n
+
+    assert tier._load_seconds() == tier.LOAD_SECONDS
+    assert numpy_calls() == int(np.ceil(tier.LOAD_SECONDS / call))
+    monkeypatch.setattr(tier, "_numba_imported", lambda: True)
+    assert numpy_calls() == int(np.ceil(tier.FIRST_LOAD_SECONDS / call))
+    tier._kernel_loaded[0] = True
+    assert numpy_calls() == int(np.ceil(tier.KERNEL_LOAD_SECONDS / call)) == 1
+    # a kernel's load (or compilation) in a process marks it
+    from structcal._numba import KernelDispatcher
+    from structcal.inference import _chain
+
+    dispatcher = _chain.infer_batch.serial
+    assert isinstance(dispatcher, KernelDispatcher)
+    with forced_tier("kernels"):
+        ci.viterbi(ChainPotentials.from_list([np.zeros((3, 2))], np.zeros((2, 2))))
+    tier._kernel_loaded[0] = False
+    dispatcher.compile(next(iter(dispatcher.overloads)))  # loaded already: nothing to do
+    assert tier._kernel_loaded[0]
+
+
 def test_a_short_job_bills_nothing_and_stays_in_numpy(monkeypatch, tmp_path):
     import structcal._cache as cache
     import structcal._tier as tier

@@ -89,6 +89,33 @@ def _grid_kernel(grid_driver, general_driver, steps):
     return current() == "auto" and grid_driver.compiled()
 
 
+def _rented_sweeps(driver, general_driver, p, max_iter):
+    """Sweeps of an iterative method to run as the general driver's Python source before
+    ``driver`` (compiled) continues from their state; 0 to run it one way throughout.
+
+    Rent-or-buy over iterations: where ``max_iter`` sweeps are too much work to run as
+    Python but the sweeps that fit the interpreter's time limit are not, and ``driver`` is
+    compiled nowhere, those sweeps run as Python first. A method that converges within
+    them (most runs of mean field) compiles nothing; one that does not pays the rent on
+    top of the compilation, at most :data:`structcal._numba.INTERPRET_MAX_SECONDS`.
+    """
+    if general_driver._interpreted_tier(_steps(p, max_iter)) or driver.compiled():
+        return 0
+    from .._numba import INTERPRET_MAX_SECONDS, INTERPRET_SECONDS_PER_STEP
+
+    sweeps = min(int(INTERPRET_MAX_SECONDS / (INTERPRET_SECONDS_PER_STEP * max(_steps(p), 1))),
+                 max_iter - 1)
+    if sweeps < 1 or not general_driver._interpreted_tier(_steps(p, sweeps)):
+        return 0
+    return sweeps
+
+
+def _runs(mask):
+    """``[(start, stop), ...]`` of the runs of true entries of a boolean vector."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
 def _scaled_exponentials(pw):
     """``(E, colmax)`` of :func:`structcal.inference._chain.scaled_exponentials`, without
     compiling: the NumPy tier's tables (:func:`structcal.inference._chain_numpy._scaled_matrix`)
@@ -583,10 +610,18 @@ def mean_field(
         and _grid_kernel(_grid.mean_field_grid_batch, _graph.mean_field_batch,
                          _steps(p, max_iter))
     )
+    # sweeps rented as Python source before a compiled driver takes over (0: none)
+    rented = _rented_sweeps(
+        _grid.mean_field_grid_batch if on_grid else _graph.mean_field_batch,
+        _graph.mean_field_batch, p, max_iter,
+    )
+    first = rented or max_iter
+    if rented:
+        on_grid, grid_later = False, on_grid
     if init is None:
         q = np.empty((p.n_nodes, K))
         if not on_grid:  # (the grid kernel starts from softmax(unary) itself)
-            _helper(_graph.softmax_rows, _graph.mean_field_batch, _steps(p, max_iter), p.unary,
+            _helper(_graph.softmax_rows, _graph.mean_field_batch, _steps(p, first), p.unary,
                     q)
             _raise_forbidden_unary(np.flatnonzero(np.isnan(q[:, 0])))
     else:
@@ -601,49 +636,43 @@ def mean_field(
         q = np.ascontiguousarray(q)
     n_iter = np.zeros(p.n_graphs, dtype=np.int64)
     delta = np.zeros(p.n_graphs)
+    status = np.zeros(p.n_graphs, dtype=np.int64)
     shared = kind == _graph.KIND_MATRIX and pw.shape[0] == 1
     PF = np.empty((p.n_nodes if shared else 0, K))
     PR = np.empty_like(PF)
-    if on_grid:  # (with finite weights only a node whose unary is all -inf is infeasible)
-        starts, U, W, M, bad = _grid_planes(p)
-        _raise_forbidden_unary(bad[bad >= 0])
-        _grid.mean_field_grid_batch(
-            p.offsets, p.grid.shapes, p.grid.connectivity, starts, U, W, M,
-            schedule == "checkerboard", damping, tol, max_iter, init is not None, q, n_iter,
-            delta, work=p.n_nodes * max_iter,
-        )
-    else:
-        status = np.zeros(p.n_graphs, dtype=np.int64)
+    order = _colour_order(p) if schedule == "checkerboard" else np.arange(p.n_nodes)
+    qnew = np.empty_like(q) if schedule == "synchronous" else np.empty((0, K))
+
+    def sweep(graphs, iterations, grid, started, steps):
+        """``iterations`` sweeps of the graphs ``graphs`` (a slice) from ``q``."""
+        offsets = p.offsets[graphs.start : graphs.stop + 1]
+        if grid:  # (with finite weights only a node whose unary is all -inf is infeasible)
+            starts, U, W, M, bad = _grid_planes(p)
+            _raise_forbidden_unary(bad[bad >= 0])
+            _grid.mean_field_grid_batch(
+                offsets, p.grid.shapes[graphs], p.grid.connectivity,
+                starts[graphs.start : graphs.stop + 1], U, W, M, schedule == "checkerboard",
+                damping, tol, iterations, started, q, n_iter[graphs], delta[graphs],
+                work=(offsets[-1] - offsets[0]) * iterations,
+            )
+            return
         _graph.mean_field_batch(
-            p.offsets,
-            finite,
-            p.unary,
-            kind,
-            pw,
-            pwT,
-            emat,
-            potts,
-            *_structure(p)[:4],
-            _colour_order(p) if schedule == "checkerboard" else np.arange(p.n_nodes),
-            schedule != "synchronous",
-            damping,
-            tol,
-            max_iter,
-            q,
-            np.empty_like(q) if schedule == "synchronous" else np.empty((0, K)),
-            PF,
-            PR,
-            n_iter,
-            delta,
-            status,
-            work=_batch_work(p),
-            steps=_steps(p, max_iter),
+            offsets, finite, p.unary, kind, pw, pwT, emat, potts, *_structure(p)[:4], order,
+            schedule != "synchronous", damping, tol, iterations, q, qnew, PF, PR,
+            n_iter[graphs], delta[graphs], status[graphs], work=_batch_work(p), steps=steps,
         )
-        _raise_infeasible(
-            status,
-            "a node has every label forbidden under mean field (hard "
-            "constraints that mean field cannot represent)",
-        )
+
+    sweep(slice(0, p.n_graphs), first, on_grid, init is not None, _steps(p, first))
+    if rented:  # the graphs still moving continue in the compiled driver, from their q
+        todo = (status == _graph.STATUS_OK) & (delta > tol) & (n_iter == first)
+        for g0, g1 in _runs(todo):
+            sweep(slice(g0, g1), max_iter - first, grid_later, True, None)
+        n_iter[todo] += first
+    _raise_infeasible(
+        status,
+        "a node has every label forbidden under mean field (hard "
+        "constraints that mean field cannot represent)",
+    )
     elbo = np.zeros(p.n_graphs)
     if log_partition:
         _graph.mean_field_elbo_batch(
