@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._tier import numpy_tier
+from ._tier import SMALL_WORK, numpy_tier
 
 __all__ = ["DensityRatio", "GroupShiftResult", "density_ratio", "group_shift_test"]
 
@@ -180,8 +180,11 @@ def _ks_distances(order, tie_end, sides, n_ref, n_new):
     C = order.shape[0]
     out = np.zeros((B, C))
     # NumPy takes about 3e-8 s per (split, column, event): 0.65 s at 2e7, less than a
-    # first kernel call (importing Numba and loading the kernel: about 1 s)
-    if not numpy_tier(B * C * N // 10):
+    # first kernel call (importing Numba and loading the kernel: about 1 s). Past SMALL_WORK
+    # the kernel runs; below it, NumPy until the process has paid for loading the kernel
+    # (at once where Numba and a kernel are loaded already: structcal._tier)
+    if not numpy_tier(B * C * N // 10, kernel="_shift_kernels.ks_permutations",
+                      large_work=SMALL_WORK):
         from ._shift_kernels import ks_permutations
 
         ks_permutations(order, tie_end, sides, n_ref, n_new, out)

@@ -394,6 +394,22 @@ def test_shift_statistics_tiers_agree(seed):
     np.testing.assert_array_equal(a.pvalue_columns, b.pvalue_columns)
 
 
+def test_the_shift_statistics_follow_the_rule_for_small_work(monkeypatch):
+    """The shift test's small work rents NumPy under its kernel's name (so a process that
+    has loaded kernels runs it in the cached kernel); past SMALL_WORK the kernel runs."""
+    import structcal._tier as tier
+    from structcal import shift
+
+    asked = []
+    monkeypatch.setattr(tier, "_rent_small", lambda seconds, kernel: asked.append(kernel) or True)
+    rng = np.random.default_rng(0)
+    ref, new = rng.normal(size=(300, 3)), rng.normal(size=(120, 3))
+    shift.group_shift_test(ref, new, np.arange(300) // 5, np.arange(120) // 4, random_state=0)
+    assert asked == ["_shift_kernels.ks_permutations"]
+    assert not tier.numpy_tier(SMALL_WORK + 1, kernel="_shift_kernels.ks_permutations",
+                               large_work=SMALL_WORK)
+
+
 def test_an_unknown_tier_in_the_environment_is_named(tmp_path):
     import subprocess
     import sys
