@@ -345,6 +345,34 @@ def test_input_layouts_give_the_same_model_and_mirrored_outputs():
     np.testing.assert_allclose(flat, np.exp(p.unary - logsumexp(p.unary, axis=1, keepdims=True)))
 
 
+def test_a_list_of_chains_is_checked_at_once_or_chain_by_chain_with_the_same_result():
+    """A list of 2-d arrays of one dtype is stacked and checked at once; mixed dtypes, lists
+    and sparse chains go chain by chain: the same tokens either way, and an invalid chain is
+    named whichever way it came."""
+    from structcal.crf.chain import _sequences_iv
+
+    rng = np.random.default_rng(0)
+    chains = [rng.normal(size=(n, 3)) for n in (4, 0, 1, 6)]
+    flat, offsets, as_list = _sequences_iv(chains, None)
+    np.testing.assert_array_equal(flat, np.concatenate(chains))
+    assert offsets.tolist() == [0, 4, 4, 5, 11] and as_list and flat.dtype == np.float64
+    for mixed in ([c.astype(np.float32) for c in chains], [chains[0].tolist()] + chains[1:],
+                  [chains[0].astype(np.float32)] + chains[1:],
+                  [(c > 0).astype(np.int64) for c in chains]):
+        got, got_offsets, _ = _sequences_iv(mixed, None)
+        want = np.concatenate([np.asarray(c, dtype=np.float64).reshape(-1, 3) for c in mixed])
+        np.testing.assert_array_equal(got, want)
+        assert got_offsets.tolist() == offsets.tolist()
+    bad = [c.copy() for c in chains]
+    bad[2][0, 1] = np.nan
+    with pytest.raises(ParameterError, match=r"`X\[2\]` must not contain NaN"):
+        _sequences_iv(bad, None)
+    with pytest.raises(ParameterError, match=r"same number of features; X\[0\] has 3 and X\[1\]"):
+        _sequences_iv([chains[0], rng.normal(size=(2, 4))], None)
+    with pytest.raises(ParameterTypeError, match=r"`X\[0\]` must hold real numbers"):
+        _sequences_iv([chains[0].astype(complex)] + chains[1:], None)
+
+
 def test_potentials_fold_start_and_end_scores():
     rng = np.random.default_rng(0)
     Z, offsets, labels = _random_problem(rng, n_chains=10)

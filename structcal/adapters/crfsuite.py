@@ -525,7 +525,7 @@ def _warn_unknown_attributes(A, families=None):
     seen[code[used]] = True
     if seen.mean() < SEEN_FEATURE_NAME_SHARE:
         weight = np.bincount(code, minlength=families.shape[0])
-        top = [str(f) for f in families[np.argsort(-weight)][:6]]
+        top = [str(f) for f in families[np.argsort(-weight, kind="stable")][:6]]
         shown = [str(f) for f in families[seen][:4]]
         warnings.warn(
             f"the tokens use {int(seen.sum())} of the model's {families.shape[0]} feature names "

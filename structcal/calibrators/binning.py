@@ -114,7 +114,7 @@ class HistogramBinning(ScoreCalibrator):
         if uniform:
             edges = _binning.uniform_edges(self.n_bins)
         else:
-            order = np.argsort(s)
+            order = np.argsort(s, kind="stable")
             edges = _metric_kernels.sorted_quantile_edges(s[order], w[order], True, self.n_bins)
         stats = _binning.bin_stats(s, outcome, w, True, edges, uniform, False)
         counts = stats[_binning.STAT_W]

@@ -77,6 +77,24 @@ def _sparse_iv(x, name):
     return x
 
 
+def _stacked(X, name):
+    """The chains of ``X`` stacked and checked at once, where every chain is a 2-d ndarray of
+    one real dtype with the same number of features (None otherwise, or if the check fails:
+    the per-chain checks then name the chain)."""
+    first = X[0]
+    if type(first) is not np.ndarray or first.ndim != 2:
+        return None
+    dtype, d = first.dtype, first.shape[1]
+    if dtype.kind not in "biuf" or not all(
+            type(x) is np.ndarray and x.ndim == 2 and x.dtype == dtype and x.shape[1] == d
+            for x in X):
+        return None
+    try:
+        return as_float_array(np.concatenate(X, axis=0), name, ndim=2)
+    except ParameterError:
+        return None
+
+
 def _sequences_iv(X, lengths, name="X"):
     """Return ``(flat (n_tokens, n_features), offsets, as_list)``.
 
@@ -93,6 +111,11 @@ def _sequences_iv(X, lengths, name="X"):
         if len(X) == 0:
             raise ParameterError(f"`{name}` must hold at least one chain; got an empty list")
         sparse = any(issparse(x) for x in X)
+        flat = None if sparse else _stacked(X, name)
+        if flat is not None:
+            offsets = np.zeros(len(X) + 1, dtype=np.int64)
+            np.cumsum([x.shape[0] for x in X], out=offsets[1:])
+            return flat, offsets, True
         parts = []
         for c, x in enumerate(X):
             if issparse(x):

@@ -370,7 +370,7 @@ class _BinnedSpec:
             return _binning.uniform_edges(self.n_bins)
         w, use_w = _weights(self.columns)
         if use_w:
-            order = np.argsort(s)
+            order = np.argsort(s, kind="stable")
             return _kernels.sorted_quantile_edges(
                 s[order], w[order], True, self.n_bins
             )
@@ -640,7 +640,7 @@ def silverman_bandwidth(scores, sample_weight=None) -> float:
     w = np.ones_like(s) if sample_weight is None else as_float_array(
         sample_weight, "sample_weight", shape=s.shape
     )
-    order = np.argsort(s)
+    order = np.argsort(s, kind="stable")
     s, w = s[order], w[order]
     total = w.sum()
     mean = (w * s).sum() / total

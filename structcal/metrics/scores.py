@@ -156,7 +156,7 @@ def _binned_input(y_true, y_prob, n_bins, strategy, sample_weight):
     if strategy == "uniform":
         edges = _binning.uniform_edges(nb)
     else:
-        order = np.argsort(p)
+        order = np.argsort(p, kind="stable")
         edges = _kernels.sorted_quantile_edges(
             p[order], wk[order] if use_w else wk, use_w, nb
         )
