@@ -136,10 +136,10 @@ def _rent_small(seconds: float, kernel: str) -> bool:
     """Whether small work of a path with a kernel runs in NumPy (:func:`numpy_tier`).
 
     In NumPy until this process has spent :data:`LOAD_SECONDS` on such work (less where
-    Numba is imported already: :func:`_load_seconds`); then in the kernel if it is cached, or if this install's bill has paid for compiling it. The
-    process's NumPy seconds are added to the install's bill each time they pass another
-    :data:`LOAD_SECONDS` (one file write per second or so of NumPy work, none in a short
-    job).
+    Numba is imported already: :func:`_load_seconds`); then in the kernel if it is cached,
+    or if this install's bill has paid for compiling it. The process's NumPy seconds are
+    added to the install's bill each time they pass another :data:`LOAD_SECONDS` (one file
+    write per second or so of NumPy work, none in a short job).
     """
     spent, billed, install = _process_bill
     if spent >= _load_seconds() and (install >= RENT_SECONDS or kernel_compiled(kernel)):

@@ -616,8 +616,9 @@ def mean_field(
         _graph.mean_field_batch, p, max_iter,
     )
     first = rented or max_iter
-    if rented:
-        on_grid, grid_later = False, on_grid
+    grid_later = on_grid  # the driver that continues after rented sweeps
+    if rented:  # the rented sweeps run the general driver's source
+        on_grid = False
     if init is None:
         q = np.empty((p.n_nodes, K))
         if not on_grid:  # (the grid kernel starts from softmax(unary) itself)
