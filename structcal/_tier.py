@@ -83,8 +83,9 @@ _ready = set()
 #: NumPy seconds (estimated with the paths' step rates, summed over this process) spent on
 #: small work of paths with a kernel, after which their small work runs in the kernels
 #: (if cached, or once the install's bill has paid for compiling them): importing Numba
-#: and setting it up takes 0.55-0.62 s on a 2-CPU machine (``benchmarks/bench_startup.py``),
-#: loading a cached kernel tens of milliseconds more
+#: and loading a first cached kernel takes 0.39 s on a 2-CPU machine
+#: (``benchmarks/bench_kernel_load.py``) and 0.55-0.62 s on a slower one
+#: (``benchmarks/bench_startup.py``), another kernel milliseconds more
 LOAD_SECONDS = 1.0
 #: The same, in a process that has imported Numba but loaded no kernel yet: loading the
 #: first cached kernel sets up Numba's code generation (0.25 s on a 2-CPU machine,

@@ -368,11 +368,10 @@ class KNNRegionForecaster(_KNNRegions, _BinaryForecaster):
         elif n < 2:
             self.n_neighbors_ = 1
         elif sub is None or n <= sub:
-            self.n_neighbors_, self.cv_results_, cv_tree = _knn_cross_validate(
+            # the cross-validation's KD-tree (if it built one) is the one over X_fit_
+            self.n_neighbors_, self.cv_results_, self._index = _knn_cross_validate(
                 self.X_fit_, self.y_fit_, grid, int(self.cv), rng, groups, prior
             )
-            if cv_tree is not None:  # the cross-validation's tree is the one over X_fit_
-                self._index = _KDTree(self.X_fit_, self.y_fit_, tree=cv_tree)
         else:
             # choose k on a seeded subsample of m events, then rescale k ~ n^(4/(d+4))
             rows = np.sort(rng.choice(n, size=int(sub), replace=False))
@@ -432,7 +431,8 @@ def group_folds(groups, n, cv, rng):
 
 def _knn_cross_validate(X, y, grid, cv, rng, groups=None, prior=0.0):
     """K minimising the ``cv``-fold held-out l2 loss over ``grid``, the losses, and the
-    arrays of the KD-tree over ``X`` the losses were computed with (None without a tree).
+    KD-tree over ``X`` the losses were computed with (None without a tree; its folds are
+    dropped, so that it serves forecasts as it is).
 
     Draws the fold assignment from ``rng`` (whole groups per fold when ``groups`` is
     given); ``X``/``y`` are the standardised events in tie order. Ties in loss go to the
@@ -448,16 +448,16 @@ def _knn_cross_validate(X, y, grid, cv, rng, groups=None, prior=0.0):
     if grid.size == 0:
         grid = np.array([max(k_max, 1)], dtype=np.int64)
     grid = np.ascontiguousarray(grid, dtype=np.int64)
-    tree = None
+    index = None
     if numpy_tier(n * n * (1 + X.shape[1] // 8)):  # a small fit: no tree, no kernel
         loss = _scan_cv_losses(X, y, folds, grid, prior) / n
     else:
         index = _KDTree(X, y, folds)
         loss = index.cv_losses(grid, prior) / n
-        tree = (index.key, index.start, index.end, index.child, index.lower, index.upper)
+        index.fold = None
     # (the tiers sum the losses in other orders: equal to ~1e-16, so ties are relative)
     best = int(np.flatnonzero(loss <= loss.min() * (1.0 + 1e-12) + 1e-15)[-1])
-    return int(grid[best]), {"k": grid, "l2": loss}, tree
+    return int(grid[best]), {"k": grid, "l2": loss}, index
 
 
 class TreeRegionForecaster(_TreeRegions, _BinaryForecaster):

@@ -494,7 +494,7 @@ def _feature_families(attributes) -> tuple:
     return np.unique(names, return_inverse=True)
 
 
-def _warn_unknown_attributes(A, families=None):
+def _warn_unknown_attributes(A, families):
     """Warn when most tokens match no attribute of the model, or when the batch uses few of
     the model's feature names (features of another model; ``families`` from
     :func:`_feature_families`)."""
@@ -514,7 +514,7 @@ def _warn_unknown_attributes(A, families=None):
             UnknownAttributeWarning, stacklevel=4,
         )
         return
-    if families is None or n < FEATURE_NAME_MIN_TOKENS:
+    if n < FEATURE_NAME_MIN_TOKENS:
         return
     families, code = families
     if families.shape[0] < 5:
